@@ -1,0 +1,3 @@
+from ckptlint.cli import main
+
+main()

@@ -1,0 +1,366 @@
+"""Find every checkpoint call in a module, whatever its spelling.
+
+Recognised by the callee's qualified name (imports, aliases and re-exports
+resolved), through `functools.partial` layers bound to names or to `self.<attr>`,
+in the curried form `checkpoint(use_reentrant=False)(fn)(x)` and its decorator
+form, and as classes inheriting from a layer class that checkpoints itself.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ckptlint.catalogue import (
+    CALLABLE,
+    FROM_ARGUMENT,
+    IMPL_ARGUMENT,
+    LAYER_CLASS,
+    LIBRARY_DEFAULT,
+    MODEL,
+    NON_REENTRANT,
+    REENTRANT,
+    Catalogue,
+    CheckpointAPI,
+)
+from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.project import Project
+from ckptlint.symbols import ASSIGN, IMPORT, ModuleSymbols, Scope
+
+PARTIAL = frozenset({"functools.partial"})
+
+# Values of a `use_reentrant` argument
+OMITTED = "omitted"
+NONE = "none"  # use_reentrant=None: torch treats it as not passed
+TRUE = "true"
+FALSE = "false"
+DYNAMIC = "dynamic"  # a variable, or **kwargs that may carry it: counts as given
+
+
+@dataclass(frozen=True, eq=False)
+class BoundKeyword:
+    """A keyword argument and the module it is written in (partials live elsewhere)."""
+
+    node: ast.keyword
+    module: ModuleSymbols
+
+    @property
+    def value(self) -> ast.expr:
+        return self.node.value
+
+
+@dataclass(eq=False)
+class BoundArguments:
+    """The arguments a checkpoint API receives once partial layers are applied."""
+
+    positional: list[ast.expr] = field(default_factory=list)
+    keywords: dict[str, BoundKeyword] = field(default_factory=dict)
+    unknown_from: int | None = None  # a `*args` makes positions from here on unknown
+    star_keywords: bool = False  # a `**kwargs` may carry any keyword
+
+    def add_call(self, call: ast.Call, module: ModuleSymbols, skip: int = 0) -> None:
+        for argument in call.args[skip:]:
+            if isinstance(argument, ast.Starred):
+                if self.unknown_from is None:
+                    self.unknown_from = len(self.positional)
+                continue
+            self.positional.append(argument)
+        for keyword in call.keywords:
+            if keyword.arg is not None:
+                self.keywords[keyword.arg] = BoundKeyword(keyword, module)
+            elif isinstance(keyword.value, ast.Dict) and all(
+                isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keyword.value.keys
+            ):
+                for key, value in zip(keyword.value.keys, keyword.value.values):
+                    synthetic = ast.keyword(arg=key.value, value=value)  # type: ignore[union-attr]
+                    ast.copy_location(synthetic, key)  # type: ignore[arg-type]
+                    synthetic.end_lineno, synthetic.end_col_offset = value.end_lineno, value.end_col_offset
+                    self.keywords[key.value] = BoundKeyword(synthetic, module)  # type: ignore[union-attr]
+            else:
+                self.star_keywords = True
+
+    def get(self, position: int | None, keyword: str | None) -> ast.expr | None:
+        if keyword is not None and keyword in self.keywords:
+            return self.keywords[keyword].value
+        if position is not None and position < len(self.positional):
+            if self.unknown_from is None or position < self.unknown_from:
+                return self.positional[position]
+        return None
+
+    def may_carry(self, position: int | None, keyword: str) -> bool:
+        """Could an argument we cannot see (`*args`, `**kwargs`) supply this parameter?"""
+        if self.star_keywords:
+            return True
+        return position is not None and self.unknown_from is not None and position >= self.unknown_from
+
+
+@dataclass(eq=False)
+class CheckpointCall:
+    """One place that runs a region under activation checkpointing."""
+
+    api: CheckpointAPI
+    module: ModuleSymbols
+    scope: Scope  # where the call (and its region expression) is evaluated
+    node: ast.AST  # what is reported: the call, the decorator, or the class
+    arguments: BoundArguments
+    region: ast.AST | None  # an expression, a decorated def, or a layer class
+    wrapper_arguments: BoundArguments | None = None  # apply_activation_checkpointing's wrapper partial
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno  # type: ignore[attr-defined]
+
+    @property
+    def column(self) -> int:
+        return self.module.source.column(self.node.lineno, self.node.col_offset)  # type: ignore[attr-defined]
+
+    @property
+    def path(self) -> str:
+        return self.module.source.display_path
+
+    def keyword(self, name: str) -> BoundKeyword | None:
+        for arguments in (self.wrapper_arguments, self.arguments):
+            if arguments is not None and name in arguments.keywords:
+                return arguments.keywords[name]
+        return None
+
+    @property
+    def use_reentrant(self) -> str:
+        """How `use_reentrant` is given: omitted, none, true, false or dynamic."""
+        position = self.api.use_reentrant_position
+        value = self.arguments.get(position, "use_reentrant")
+        if value is None:
+            return DYNAMIC if self.arguments.may_carry(position, "use_reentrant") else OMITTED
+        if isinstance(value, ast.Constant):
+            if value.value is None:
+                return NONE
+            if value.value is True:
+                return TRUE
+            if value.value is False:
+                return FALSE
+        return DYNAMIC
+
+    @property
+    def reentrant(self) -> bool | None:
+        """Whether the replay is reentrant; None when it depends on run-time values."""
+        mode = self.api.mode
+        if mode == REENTRANT:
+            return True
+        if mode == NON_REENTRANT:
+            return False
+        if mode in (FROM_ARGUMENT, LIBRARY_DEFAULT):
+            flag = self.use_reentrant
+            if flag in (OMITTED, NONE):
+                return True if mode == FROM_ARGUMENT else self.api.use_reentrant_default
+            return {TRUE: True, FALSE: False}.get(flag)
+        if mode == IMPL_ARGUMENT:
+            arguments = self.wrapper_arguments if self.api.region_kind == MODEL else self.arguments
+            if arguments is None:
+                return False
+            impl = arguments.get(1 if self.api.region_kind != MODEL else None, "checkpoint_impl")
+            if impl is None:
+                return None if arguments.may_carry(1, "checkpoint_impl") else False
+            text = ast.unparse(impl)
+            if text.endswith("NO_REENTRANT"):
+                return False
+            if text.endswith("REENTRANT"):
+                return True
+            return None
+        return None
+
+    @property
+    def reentrant_by_default(self) -> bool:
+        return self.api.mode == FROM_ARGUMENT and self.use_reentrant in (OMITTED, NONE)
+
+
+@dataclass
+class _Target:
+    """What a callee expression resolves to: an API, through partial layers (innermost first)."""
+
+    api: CheckpointAPI
+    partials: list[tuple[ast.Call, ModuleSymbols]] = field(default_factory=list)
+
+
+class CallFinder:
+    """Resolves callees of one project's modules to checkpoint APIs."""
+
+    def __init__(self, project: Project, catalogue: Catalogue, classes: ClassIndex | None = None):
+        self.project = project
+        self.catalogue = catalogue
+        self.classes = classes or ClassIndex(project)
+        self._layer_names = catalogue.layer_classes()
+
+    # -- public ---------------------------------------------------------------
+
+    def checkpoint_calls(self, module: ModuleSymbols) -> list[CheckpointCall]:
+        """Every checkpoint call in the module, in source order."""
+        found: list[CheckpointCall] = []
+        applied: dict[int, tuple[ast.Call | ast.FunctionDef | ast.AsyncFunctionDef, Scope]] = {}
+        for function, scope in module.functions:
+            for decorator in function.decorator_list:
+                if isinstance(decorator, ast.Call):
+                    applied[id(decorator)] = (function, scope)
+        for call, scope in module.calls:
+            if isinstance(call.func, ast.Call):
+                applied[id(call.func)] = (call, scope)
+        for call, scope in module.calls:
+            checkpoint_call = self._recognise(call, module, scope, applied)
+            if checkpoint_call is not None:
+                found.append(checkpoint_call)
+        found.extend(self._layer_classes(module))
+        found.sort(key=lambda c: (c.line, c.node.col_offset))  # type: ignore[attr-defined]
+        return found
+
+    def resolve(self, expr: ast.expr, module: ModuleSymbols, scope: Scope, depth: int = 0) -> _Target | None:
+        """The checkpoint API a callee expression denotes, if any."""
+        if depth > 8:
+            return None
+        if isinstance(expr, ast.Call):
+            if expr.args and self._is_partial(expr.func, module, scope):
+                inner = self.resolve(expr.args[0], module, scope, depth + 1)
+                if inner is not None:
+                    inner.partials.append((expr, module))
+                return inner
+            return None
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            name = module.qualified_name(expr, scope)
+            if name is not None:
+                api = self.api_named(name)
+                if api is not None:
+                    return _Target(api)
+        if isinstance(expr, ast.Name):
+            return self._resolve_name(expr, module, scope, depth)
+        if isinstance(expr, ast.Attribute):
+            return self._resolve_attribute(expr, module, scope, depth)
+        return None
+
+    def api_named(self, qualified_name: str) -> CheckpointAPI | None:
+        api = self.catalogue.by_qualified_name(qualified_name)
+        if api is None:
+            canonical = self.project.canonical_name(qualified_name)
+            if canonical != qualified_name:
+                api = self.catalogue.by_qualified_name(canonical)
+        return api
+
+    # -- recognition ----------------------------------------------------------
+
+    def _recognise(self, call: ast.Call, module: ModuleSymbols, scope: Scope, applied) -> CheckpointCall | None:
+        target = self.resolve(call.func, module, scope)
+        if target is None or target.api.region_kind == LAYER_CLASS:
+            return None
+        arguments = BoundArguments()
+        for partial, partial_module in target.partials:
+            arguments.add_call(partial, partial_module, skip=1)
+        arguments.add_call(call, module)
+        api = target.api
+        region = arguments.get(api.region_argument, api.region_keyword)
+        if region is None and api.region_kind == CALLABLE and not arguments.positional and arguments.unknown_from is None:
+            # curried `checkpoint(use_reentrant=False)(fn)` or decorator `@checkpoint(use_reentrant=False)`
+            application = applied.get(id(call))
+            if application is not None:
+                applied_to, _ = application
+                if isinstance(applied_to, ast.Call):
+                    region = applied_to.args[0] if applied_to.args else None
+                else:
+                    region = applied_to
+        if api.region_kind == MODEL:
+            region = arguments.get(2, "check_fn")
+        wrapper_arguments = None
+        if api.region_kind == MODEL:
+            wrapper_fn = arguments.get(1, "checkpoint_wrapper_fn")
+            if wrapper_fn is not None:
+                wrapper = self.resolve(wrapper_fn, module, scope)
+                if wrapper is not None:
+                    wrapper_arguments = BoundArguments()
+                    for partial, partial_module in wrapper.partials:
+                        wrapper_arguments.add_call(partial, partial_module, skip=1)
+        return CheckpointCall(api, module, scope, call, arguments, region, wrapper_arguments)
+
+    def _layer_classes(self, module: ModuleSymbols) -> Iterator[CheckpointCall]:
+        if not self._layer_names:
+            return
+        for node, scope in module.classes:
+            if not node.bases:
+                continue
+            info = self.classes.info(module, module.scope_of[id(node)])
+            for ancestor in self.classes.ancestors(info):
+                name = ancestor if isinstance(ancestor, str) else ancestor.qualified_name
+                api = self.catalogue.by_qualified_name(name) if name in self._layer_names else None
+                if api is not None:
+                    yield CheckpointCall(api, module, scope, node, BoundArguments(), node)
+                    break
+
+    # -- resolution helpers ---------------------------------------------------
+
+    def _is_partial(self, func: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
+        name = module.qualified_name(func, scope)
+        return name is not None and (name in PARTIAL or self.project.canonical_name(name) in PARTIAL)
+
+    def _resolve_name(self, expr: ast.Name, module: ModuleSymbols, scope: Scope, depth: int) -> _Target | None:
+        binding = module.binding(scope, expr.id, expr.lineno)
+        if binding is None:
+            return None
+        if binding.kind == ASSIGN and isinstance(binding.value, ast.Call):
+            return self.resolve(binding.value, module, binding.written_from or binding.scope, depth + 1)
+        if binding.kind == IMPORT and binding.target:
+            found = self.project.global_binding(binding.target)
+            if found is not None:
+                other, other_binding = found
+                if other_binding.kind == ASSIGN and isinstance(other_binding.value, ast.Call):
+                    return self.resolve(other_binding.value, other, other.scope, depth + 1)
+        return None
+
+    def _resolve_attribute(self, expr: ast.Attribute, module: ModuleSymbols, scope: Scope, depth: int) -> _Target | None:
+        api = self.catalogue.by_attribute(expr.attr)
+        if api is not None:
+            return _Target(api)
+        owner = self._self_class(expr.value, module, scope)
+        if owner is not None:
+            for assignment in self.classes.attribute_assignments(owner, expr.attr):
+                if assignment.value is not None and not assignment.augmented:
+                    found = self.resolve(assignment.value, owner.module, assignment.method, depth + 1)
+                    if found is not None:
+                        return found
+        instance_class = self._instance_class_name(expr.value, module, scope)
+        if instance_class is not None:
+            api = self.api_named(f"{instance_class}.{expr.attr}")
+            if api is not None:
+                return _Target(api)
+        return None
+
+    def _self_class(self, expr: ast.expr, module: ModuleSymbols, scope: Scope) -> ClassInfo | None:
+        """The class of `self` when `expr` is the method's first parameter."""
+        if not isinstance(expr, ast.Name):
+            return None
+        info = self.classes.enclosing_class(module, scope)
+        if info is None:
+            return None
+        current: Scope | None = scope
+        while current is not None and current.enclosing_class is None:
+            current = current.parent
+        if current is None or current.first_parameter() != expr.id:
+            return None
+        return info
+
+    def _instance_class_name(self, expr: ast.expr, module: ModuleSymbols, scope: Scope) -> str | None:
+        """`Cls` when `expr` is `Cls(...)`, a name bound to it, or `self.x` assigned it."""
+        value: ast.expr | None = expr
+        value_module, value_scope = module, scope
+        if isinstance(expr, ast.Name):
+            binding = module.binding(scope, expr.id, expr.lineno)
+            value = binding.value if binding is not None and binding.kind == ASSIGN else None
+            if binding is not None:
+                value_scope = binding.written_from or binding.scope
+        elif isinstance(expr, ast.Attribute):
+            owner = self._self_class(expr.value, module, scope)
+            value = None
+            if owner is not None:
+                for assignment in self.classes.attribute_assignments(owner, expr.attr):
+                    if isinstance(assignment.value, ast.Call):
+                        value, value_module, value_scope = assignment.value, owner.module, assignment.method
+                        break
+        if not isinstance(value, ast.Call):
+            return None
+        name = value_module.qualified_name(value.func, value_scope)
+        return None if name is None else self.project.canonical_name(name)

@@ -1,0 +1,259 @@
+"""Every checkpointing API ckptlint recognises, as data.
+
+A call is a checkpoint call when its callee's *qualified name* (after resolving
+imports and aliases) is one of these, never because it reads "checkpoint".
+Configured in-house wrappers (`checkpoint-functions`) become entries of the same type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+# How the region is given to the API.
+CALLABLE = "callable"  # a function, lambda, partial or bound method, run now
+MODULE = "module"  # an nn.Module whose forward is replayed
+MODULES = "modules"  # a sequence of modules (checkpoint_sequential, checkpoint_seq)
+MODEL = "model"  # a model whose submodules are selected by check_fn
+LAYER_CLASS = "layer-class"  # subclasses are checkpointed at each call of an instance
+
+# How the API decides between reentrant and non-reentrant replay.
+FROM_ARGUMENT = "argument"  # takes use_reentrant; omitted means reentrant, with a warning (CKP101)
+REENTRANT = "reentrant"  # fixed by the library
+NON_REENTRANT = "non-reentrant"  # fixed by the library
+LIBRARY_DEFAULT = "library-default"  # takes use_reentrant, with a library default (no CKP101)
+IMPL_ARGUMENT = "impl-argument"  # torch's checkpoint_wrapper: `checkpoint_impl=CheckpointImpl.X`
+UNKNOWN = "unknown"  # in-house wrappers declared without a mode
+
+# Hazards an API undoes on replay.
+RUNNING_STATS = "running-stats"  # BatchNorm running statistics are not updated twice
+
+
+@dataclass(frozen=True)
+class CheckpointAPI:
+    name: str  # canonical qualified name (for attribute APIs: ".attr")
+    library: str
+    region_kind: str
+    mode: str
+    region_argument: int | None = 0
+    region_keyword: str | None = None
+    use_reentrant_position: int | None = None  # positional index of use_reentrant, if any
+    use_reentrant_default: bool | None = None  # for LIBRARY_DEFAULT
+    takes_preserve_rng_state: bool = False
+    preserves_rng: bool = True
+    neutralises: frozenset[str] = frozenset()
+    aliases: tuple[str, ...] = ()
+    summary: str = ""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+    @property
+    def checks_use_reentrant(self) -> bool:
+        """CKP101 applies: the mode depends on an omitted `use_reentrant`."""
+        return self.mode == FROM_ARGUMENT
+
+    @property
+    def is_attribute(self) -> bool:
+        return self.name.startswith(".")
+
+
+_TORCH_CHECKPOINT = "torch.utils.checkpoint.checkpoint"
+_TORCH_WRAPPER = "torch.distributed.algorithms._checkpoint.checkpoint_wrapper"
+
+BUILTIN_APIS: tuple[CheckpointAPI, ...] = (
+    CheckpointAPI(
+        _TORCH_CHECKPOINT,
+        "torch",
+        CALLABLE,
+        FROM_ARGUMENT,
+        region_keyword="function",
+        takes_preserve_rng_state=True,
+        summary="torch.utils.checkpoint.checkpoint(fn, *args): replays fn in backward",
+    ),
+    CheckpointAPI(
+        "torch.utils.checkpoint.checkpoint_sequential",
+        "torch",
+        MODULES,
+        FROM_ARGUMENT,
+        region_keyword="functions",
+        use_reentrant_position=3,
+        takes_preserve_rng_state=True,
+        summary="checkpoint_sequential(functions, segments, input): replays all but the last segment",
+    ),
+    CheckpointAPI(
+        f"{_TORCH_WRAPPER}.checkpoint_wrapper",
+        "torch",
+        MODULE,
+        IMPL_ARGUMENT,
+        region_keyword="module",
+        takes_preserve_rng_state=True,
+        aliases=("torch.distributed.fsdp.wrap.checkpoint_wrapper",),
+        summary="checkpoint_wrapper(module): replays module.forward (non-reentrant unless CheckpointImpl.REENTRANT)",
+    ),
+    CheckpointAPI(
+        f"{_TORCH_WRAPPER}.apply_activation_checkpointing",
+        "torch",
+        MODEL,
+        IMPL_ARGUMENT,
+        region_keyword="model",
+        summary="apply_activation_checkpointing(model, check_fn=...): wraps the submodules check_fn selects",
+    ),
+    CheckpointAPI(
+        "torch.distributed._composable.checkpoint_activation.checkpoint",
+        "torch",
+        MODULE,
+        NON_REENTRANT,
+        region_keyword="module",
+        aliases=("torch.distributed._composable.checkpoint",),
+        summary="composable checkpoint(module): replays module.forward, non-reentrant",
+    ),
+    CheckpointAPI(
+        "deepspeed.checkpointing.checkpoint",
+        "deepspeed",
+        CALLABLE,
+        REENTRANT,
+        aliases=("deepspeed.runtime.activation_checkpointing.checkpointing.checkpoint",),
+        summary="DeepSpeed checkpoint(fn, *args): reentrant, restores torch and CUDA tracker RNG",
+    ),
+    CheckpointAPI(
+        "deepspeed.checkpointing.non_reentrant_checkpoint",
+        "deepspeed",
+        CALLABLE,
+        NON_REENTRANT,
+        aliases=("deepspeed.runtime.activation_checkpointing.checkpointing.non_reentrant_checkpoint",),
+        summary="DeepSpeed non_reentrant_checkpoint(fn, *args)",
+    ),
+    CheckpointAPI(
+        "megatron.core.tensor_parallel.random.checkpoint",
+        "megatron",
+        CALLABLE,
+        REENTRANT,
+        aliases=("megatron.core.tensor_parallel.checkpoint", "megatron.mpu.checkpoint", "megatron.mpu.random.checkpoint"),
+        summary="Megatron tensor_parallel.checkpoint(fn, distribute_saved_activations, *args): reentrant",
+    ),
+    CheckpointAPI(
+        "megatron.core.tensor_parallel.random.CheckpointWithoutOutput.checkpoint",
+        "megatron",
+        CALLABLE,
+        REENTRANT,
+        aliases=("megatron.core.tensor_parallel.CheckpointWithoutOutput.checkpoint",),
+        summary="Megatron CheckpointWithoutOutput().checkpoint(fn, *args)",
+    ),
+    CheckpointAPI(
+        "megatron.core.extensions.transformer_engine.te_checkpoint",
+        "megatron",
+        CALLABLE,
+        REENTRANT,
+        aliases=("megatron.core.transformer.custom_layers.transformer_engine.te_checkpoint",),
+        summary="Megatron te_checkpoint(fn, distribute_saved_activations, get_rng_state_tracker, tp_group, *args)",
+    ),
+    CheckpointAPI(
+        "transformer_engine.pytorch.distributed.checkpoint",
+        "transformer_engine",
+        CALLABLE,
+        LIBRARY_DEFAULT,
+        use_reentrant_default=True,
+        aliases=("transformer_engine.pytorch.checkpoint",),
+        summary="Transformer Engine checkpoint(fn, *args, use_reentrant=True by default)",
+    ),
+    CheckpointAPI(
+        "fairscale.nn.checkpoint.checkpoint_activations.checkpoint_wrapper",
+        "fairscale",
+        MODULE,
+        REENTRANT,
+        neutralises=frozenset({RUNNING_STATS}),
+        aliases=(
+            "fairscale.nn.checkpoint.checkpoint_wrapper",
+            "fairscale.nn.checkpoint_wrapper",
+            "fairscale.nn.misc.checkpoint_activations.checkpoint_wrapper",
+        ),
+        summary="fairscale checkpoint_wrapper(module): reentrant; skips BatchNorm stat updates on recompute",
+    ),
+    CheckpointAPI(
+        "fairseq.modules.checkpoint_activations.checkpoint_wrapper",
+        "fairseq",
+        MODULE,
+        REENTRANT,
+        summary="fairseq checkpoint_wrapper(module): reentrant",
+    ),
+    CheckpointAPI(
+        "xformers.checkpoint.checkpoint",
+        "xformers",
+        CALLABLE,
+        NON_REENTRANT,
+        takes_preserve_rng_state=True,
+        summary="xformers checkpoint(fn, *args, policy_fn=...): selective, non-reentrant",
+    ),
+    CheckpointAPI(
+        "timm.models._manipulate.checkpoint_seq",
+        "timm",
+        MODULES,
+        LIBRARY_DEFAULT,
+        region_keyword="functions",
+        use_reentrant_position=6,
+        use_reentrant_default=False,
+        takes_preserve_rng_state=True,
+        aliases=("timm.models.checkpoint_seq", "timm.models.helpers.checkpoint_seq", "timm.models._helpers.checkpoint_seq"),
+        summary="timm checkpoint_seq(functions, x, every=1): non-reentrant in current timm",
+    ),
+    CheckpointAPI(
+        "timm.models._manipulate.checkpoint",
+        "timm",
+        CALLABLE,
+        LIBRARY_DEFAULT,
+        use_reentrant_default=False,
+        aliases=("timm.models.checkpoint",),
+        summary="timm checkpoint(fn, *args): torch checkpoint with use_reentrant=False by default",
+    ),
+    CheckpointAPI(
+        "transformers.modeling_layers.GradientCheckpointingLayer",
+        "transformers",
+        LAYER_CLASS,
+        REENTRANT,
+        region_argument=None,
+        aliases=("transformers.GradientCheckpointingLayer",),
+        summary="subclasses of GradientCheckpointingLayer: forward replayed when gradient checkpointing is on",
+    ),
+    CheckpointAPI(
+        "._gradient_checkpointing_func",
+        "transformers",
+        CALLABLE,
+        REENTRANT,
+        summary="Hugging Face self._gradient_checkpointing_func(fn, *args): partial(checkpoint, use_reentrant=True)",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """Lookup of recognised APIs by qualified name or attribute name."""
+
+    apis: tuple[CheckpointAPI, ...]
+    _by_name: dict[str, CheckpointAPI] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, CheckpointAPI] = {}
+        for api in self.apis:
+            for name in api.names:
+                by_name[name] = api
+        object.__setattr__(self, "_by_name", by_name)
+
+    def by_qualified_name(self, qualified_name: str | None) -> CheckpointAPI | None:
+        if not qualified_name:
+            return None
+        api = self._by_name.get(qualified_name)
+        return None if api is None or api.is_attribute else api
+
+    def by_attribute(self, attribute: str) -> CheckpointAPI | None:
+        return self._by_name.get("." + attribute)
+
+    def layer_classes(self) -> frozenset[str]:
+        return frozenset(name for api in self.apis if api.region_kind == LAYER_CLASS for name in api.names)
+
+    def extended(self, apis: Iterable[CheckpointAPI]) -> Catalogue:
+        return Catalogue(self.apis + tuple(apis))
+
+
+DEFAULT_CATALOGUE = Catalogue(BUILTIN_APIS)

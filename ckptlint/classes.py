@@ -1,0 +1,175 @@
+"""Classes across the project: bases, `self.<attr>` assignments, inheritance.
+
+Needed wherever a name only means something through a class: a partial stored on
+`self._ckpt` in `__init__` and called in `forward`, a subclass of Hugging Face's
+`GradientCheckpointingLayer` two files away, the class of `self.block`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Iterator
+
+from ckptlint.project import Project
+from ckptlint.symbols import CLASSDEF, FUNCTION, ModuleSymbols, Scope
+
+
+@dataclass(frozen=True)
+class AttributeAssignment:
+    """`self.<attr> = value` (or `+=`, or an annotation) inside a method."""
+
+    attribute: str
+    node: ast.stmt
+    value: ast.expr | None
+    method: Scope
+    augmented: bool = False
+
+
+@dataclass(eq=False)
+class ClassInfo:
+    module: ModuleSymbols
+    scope: Scope
+
+    @property
+    def node(self) -> ast.ClassDef:
+        return self.scope.node  # type: ignore[return-value]
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def qualified_name(self) -> str:
+        return self.module.defined_name(self.scope.parent, self.node.name)  # type: ignore[arg-type]
+
+    def methods(self) -> Iterator[Scope]:
+        return (child for child in self.scope.children if child.kind == FUNCTION)
+
+    def method(self, name: str) -> Scope | None:
+        for scope in self.methods():
+            if scope.node.name == name:  # type: ignore[attr-defined]
+                return scope
+        return None
+
+    @cached_property
+    def attribute_assignments(self) -> dict[str, list[AttributeAssignment]]:
+        """Every `self.<attr>` written by this class's own methods (and closures inside them)."""
+        found: dict[str, list[AttributeAssignment]] = {}
+        for method in self.methods():
+            receiver = method.first_parameter()
+            if receiver is None or _is_static(method.node):
+                continue
+            for node in ast.walk(method.node):
+                for target, value, augmented in _assignment_targets(node):
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver:
+                        found.setdefault(target.attr, []).append(AttributeAssignment(target.attr, node, value, method, augmented))
+        return found
+
+    @cached_property
+    def class_level_annotations(self) -> dict[str, ast.expr]:
+        """`block: Block` in the class body (dataclass style and typed modules)."""
+        annotations: dict[str, ast.expr] = {}
+        for statement in self.node.body:
+            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                annotations[statement.target.id] = statement.annotation
+        return annotations
+
+
+def _is_static(node: ast.AST) -> bool:
+    decorators = getattr(node, "decorator_list", [])
+    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in decorators)
+
+
+def _assignment_targets(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr | None, bool]]:
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, (ast.Tuple, ast.List)):
+                for element in target.elts:
+                    yield element, None, False
+            else:
+                yield target, node.value, False
+    elif isinstance(node, ast.AnnAssign):
+        yield node.target, node.value, False
+    elif isinstance(node, ast.AugAssign):
+        yield node.target, node.value, True
+
+
+class ClassIndex:
+    """ClassInfo by node and by qualified name, and inheritance through the project."""
+
+    def __init__(self, project: Project):
+        self.project = project
+        self._infos: dict[int, ClassInfo] = {}
+
+    def info(self, module: ModuleSymbols, scope: Scope) -> ClassInfo:
+        info = self._infos.get(id(scope))
+        if info is None:
+            info = self._infos[id(scope)] = ClassInfo(module, scope)
+        return info
+
+    def enclosing_class(self, module: ModuleSymbols, scope: Scope) -> ClassInfo | None:
+        """The class of `self` in a method (or in a closure nested inside one)."""
+        current: Scope | None = scope
+        while current is not None:
+            owner = current.enclosing_class
+            if owner is not None:
+                return self.info(module, owner)
+            current = current.parent
+        return None
+
+    def by_name(self, qualified_name: str) -> ClassInfo | None:
+        found = self.project.global_binding(qualified_name)
+        if found is None:
+            return None
+        module, binding = found
+        if binding.kind != CLASSDEF:
+            return None
+        scope = module.scope_of.get(id(binding.node))
+        return None if scope is None else self.info(module, scope)
+
+    def base_names(self, info: ClassInfo) -> list[str]:
+        names = []
+        for base in info.node.bases:
+            name = info.module.qualified_name(base, info.scope.parent)  # type: ignore[arg-type]
+            if name is not None:
+                names.append(self.project.canonical_name(name))
+        return names
+
+    def ancestors(self, info: ClassInfo) -> Iterator[ClassInfo | str]:
+        """The class's bases, transitively: project classes as ClassInfo, others by name."""
+        seen: set[str] = set()
+        queue: list[ClassInfo] = [info]
+        while queue:
+            current = queue.pop(0)
+            for name in self.base_names(current):
+                if name in seen:
+                    continue
+                seen.add(name)
+                base = self.by_name(name)
+                if base is None:
+                    yield name
+                else:
+                    yield base
+                    queue.append(base)
+
+    def inherits_from(self, info: ClassInfo, names: frozenset[str]) -> bool:
+        for ancestor in self.ancestors(info):
+            name = ancestor if isinstance(ancestor, str) else ancestor.qualified_name
+            if name in names:
+                return True
+        return False
+
+    def mro(self, info: ClassInfo) -> Iterator[ClassInfo]:
+        """The class itself, then its project bases (breadth first)."""
+        yield info
+        for ancestor in self.ancestors(info):
+            if isinstance(ancestor, ClassInfo):
+                yield ancestor
+
+    def attribute_assignments(self, info: ClassInfo, attribute: str) -> list[AttributeAssignment]:
+        found: list[AttributeAssignment] = []
+        for cls in self.mro(info):
+            found.extend(cls.attribute_assignments.get(attribute, ()))
+        return found

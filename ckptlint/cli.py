@@ -1,0 +1,251 @@
+"""The `ckptlint` command: `ckptlint [check] PATH...`, `ckptlint rules [CODE]`, `ckptlint calls PATH...`.
+
+Exit codes follow ruff: 0 no findings, 1 findings, 2 usage error, bad configuration
+or a path that could not be read.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import click
+
+from ckptlint import __version__
+from ckptlint.config import Config, ConfigError, find_config, load_config, parse_codes
+from ckptlint.discovery import PathProblem
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class DefaultCommandGroup(click.Group):
+    """`ckptlint PATH` means `ckptlint check PATH`, as `ruff PATH` once meant `ruff check PATH`."""
+
+    default_command = "check"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DefaultCommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="ckptlint", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Find code that makes PyTorch activation checkpointing replay something different."""
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _codes(values: Sequence[str], option: str) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    return parse_codes(values, option)
+
+
+def _per_file_ignores(values: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    if not values:
+        return None
+    pairs = []
+    for value in values:
+        for item in value.split():
+            pattern, sep, codes = item.rpartition(":")
+            if not sep or not pattern:
+                raise ConfigError(f"--per-file-ignores: {item!r} is not GLOB:CODES (for example 'tests/*:CKP201')")
+            pairs.append((pattern, parse_codes([codes], "--per-file-ignores")))
+    return tuple(pairs)
+
+
+def resolve_config(config_file: str | None, paths: Sequence[Path]) -> Config:
+    if config_file is not None:
+        path = Path(config_file)
+        return load_config(path, path.parent.resolve())
+    starts = [p for p in paths if str(p) != "-"] or [Path.cwd()]
+    try:
+        common = Path(os.path.commonpath([os.path.abspath(p) for p in starts]))
+    except ValueError:
+        common = Path.cwd()
+    found = find_config(common)
+    return load_config(found, Path.cwd() if found is None else found.parent)
+
+
+def _fail(message: str) -> None:
+    click.echo(f"ckptlint: error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _report_problems(problems: Sequence[PathProblem]) -> None:
+    for problem in problems:
+        level = "error" if problem.fatal else "warning"
+        click.echo(f"ckptlint: {level}: {problem.path}: {problem.message}", err=True)
+
+
+def _linter_for(paths: Sequence[str], stdin_filename: str | None, config: Config, overrides: dict):
+    from ckptlint.engine import Linter
+
+    config = config.with_overrides(**overrides)
+    overlays: dict[Path, bytes | str] = {}
+    targets = [Path(p) for p in paths]
+    if "-" in paths:
+        stdin_path = Path(stdin_filename or "-")
+        overlays[Path(os.path.abspath(stdin_path))] = sys.stdin.buffer.read()
+        targets = [stdin_path if str(t) == "-" else t for t in targets]
+    return Linter(config, overlays=overlays), targets, bool(overlays)
+
+
+def lint_options(function):
+    options = [
+        click.argument("paths", nargs=-1, type=click.Path()),
+        click.option("--select", multiple=True, metavar="CODES", help="Rule codes or prefixes to enable (comma-separated)."),
+        click.option("--extend-select", multiple=True, metavar="CODES", help="Codes to enable in addition to `select`."),
+        click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes or prefixes to disable."),
+        click.option("--per-file-ignores", multiple=True, metavar="GLOB:CODES", help="Disable codes for matching files."),
+        click.option("--exclude", multiple=True, metavar="GLOBS", help="Replace the default excluded paths."),
+        click.option("--extend-exclude", multiple=True, metavar="GLOBS", help="Exclude these paths too."),
+        click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too."),
+        click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Use this pyproject.toml or TOML file."),
+        click.option("--stdin-filename", metavar="PATH", help="The name of the file read from `-` (stdin)."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _prepare(paths, select, extend_select, ignore, per_file_ignores, exclude, extend_exclude, config_file, stdin_filename):
+    paths = list(paths) or ["."]
+    try:
+        config = resolve_config(config_file, [Path(stdin_filename) if p == "-" and stdin_filename else Path(p) for p in paths])
+        overrides = {
+            "select": _codes(select, "--select"),
+            "extend_select": _codes(extend_select, "--extend-select"),
+            "ignore": _codes(ignore, "--ignore"),
+            "per_file_ignores": _per_file_ignores(per_file_ignores),
+            "exclude": tuple(_split(exclude)) if exclude else None,
+            "extend_exclude": tuple(_split(extend_exclude)) if extend_exclude else None,
+        }
+        return _linter_for(paths, stdin_filename, config, overrides)
+    except ConfigError as exc:
+        _fail(str(exc))
+        raise  # unreachable
+
+
+def _run_lint(linter, targets, from_stdin: bool, force_exclude: bool):
+    if from_stdin:
+        from ckptlint.discovery import discover
+
+        named = [t for t in targets if Path(os.path.abspath(t)) not in linter.project.overlays]
+        discovered = discover(named, linter.is_excluded, force_exclude)
+        stdin_files = [t for t in targets if Path(os.path.abspath(t)) in linter.project.overlays]
+        return linter.lint_files([*stdin_files, *discovered.files], discovered.problems)
+    return linter.lint_paths(targets, force_exclude=force_exclude)
+
+
+@cli.command("check")
+@lint_options
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report here instead of stdout.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per code.")
+@click.option("--show-source", is_flag=True, help="Print the source line under each finding.")
+@click.option("--quiet", "-q", is_flag=True, help="Print findings only, no summary.")
+def check(
+    paths,
+    select,
+    extend_select,
+    ignore,
+    per_file_ignores,
+    exclude,
+    extend_exclude,
+    force_exclude,
+    config_file,
+    stdin_filename,
+    output_format,
+    output_file,
+    exit_zero,
+    statistics,
+    show_source,
+    quiet,
+) -> None:
+    """Lint PATHS (files or directories; `-` reads stdin). The default command."""
+    from ckptlint.reporters import FORMATS
+
+    linter, targets, from_stdin = _prepare(
+        paths, select, extend_select, ignore, per_file_ignores, exclude, extend_exclude, config_file, stdin_filename
+    )
+    result = _run_lint(linter, targets, from_stdin, force_exclude)
+    _report_problems(result.problems)
+    report = FORMATS[output_format](result, show_source=show_source, statistics=statistics, quiet=quiet)
+    if output_file:
+        Path(output_file).write_text(report, encoding="utf-8")
+    else:
+        click.echo(report, nl=False)
+    if result.fatal:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN)
+
+
+@cli.command("calls")
+@lint_options
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def calls(
+    paths,
+    select,
+    extend_select,
+    ignore,
+    per_file_ignores,
+    exclude,
+    extend_exclude,
+    force_exclude,
+    config_file,
+    stdin_filename,
+    output_format,
+) -> None:
+    """List the checkpoint calls ckptlint recognises in PATHS, with their region and mode."""
+    import json
+
+    from ckptlint.call_report import describe_call
+
+    linter, targets, from_stdin = _prepare(
+        paths, select, extend_select, ignore, per_file_ignores, exclude, extend_exclude, config_file, stdin_filename
+    )
+    result = _run_lint(linter, targets, from_stdin, force_exclude)
+    _report_problems(result.problems)
+    described = sorted((describe_call(call) for call in result.calls), key=lambda d: (d["path"], d["line"], d["column"]))
+    if output_format == "json":
+        click.echo(json.dumps(described, indent=2))
+    else:
+        for item in described:
+            mode = item["mode"] + (" (default)" if item["mode_defaulted"] else "")
+            click.echo(f"{item['path']}:{item['line']}:{item['column']}: {item['api']} region={item['region']} mode={mode}")
+    sys.exit(EXIT_ERROR if result.fatal else EXIT_CLEAN)
+
+
+@cli.command("rules")
+@click.argument("code", required=False)
+def rules(code: str | None) -> None:
+    """List the rules, or explain one (`ckptlint rules CKP101`)."""
+    from ckptlint.rules import ALL_RULES, RULES_BY_CODE
+
+    if code is None:
+        for rule in ALL_RULES:
+            fix = " (fixable)" if rule.fixable else ""
+            click.echo(f"{rule.code}  {rule.name:<32} {rule.summary}{fix}")
+        return
+    rule = RULES_BY_CODE.get(code.upper())
+    if rule is None:
+        _fail(f"unknown rule {code!r}; run `ckptlint rules` to list them")
+        return
+    click.echo(rule.document(), nl=False)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="ckptlint")
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(EXIT_CLEAN)

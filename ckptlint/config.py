@@ -1,0 +1,237 @@
+"""`[tool.ckptlint]` in pyproject.toml: found, validated, merged with command-line flags.
+
+Every problem is one line naming the file and the key, raised as ConfigError.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable
+
+from ckptlint.catalogue import (
+    CALLABLE,
+    FROM_ARGUMENT,
+    MODULE,
+    MODULES,
+    NON_REENTRANT,
+    REENTRANT,
+    UNKNOWN,
+    CheckpointAPI,
+)
+
+DEFAULT_EXCLUDE: tuple[str, ...] = (
+    ".git",
+    ".hg",
+    ".svn",
+    ".bzr",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".eggs",
+    "*.egg-info",
+    "__pycache__",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".ckptlint_cache",
+)
+
+CODE_PATTERN = re.compile(r"^CKP\d{0,3}$")
+_MODES = {"argument": FROM_ARGUMENT, "reentrant": REENTRANT, "non-reentrant": NON_REENTRANT, "unknown": UNKNOWN}
+_REGIONS = {"callable": CALLABLE, "module": MODULE, "modules": MODULES}
+KEYS = (
+    "select",
+    "ignore",
+    "extend-select",
+    "per-file-ignores",
+    "exclude",
+    "extend-exclude",
+    "checkpoint-functions",
+)
+
+
+class ConfigError(Exception):
+    """A bad configuration file or value; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Config:
+    root: Path  # paths in the configuration are relative to this directory
+    path: Path | None = None  # the file it came from, if any
+    select: tuple[str, ...] = ("CKP",)
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    checkpoint_functions: tuple[CheckpointAPI, ...] = field(default=())
+
+    @property
+    def all_excludes(self) -> tuple[str, ...]:
+        return self.exclude + self.extend_exclude
+
+    def with_overrides(self, **overrides: Any) -> Config:
+        """Command-line values beat configured ones; None means "not given"."""
+        given = {key: value for key, value in overrides.items() if value is not None}
+        if "extend_select" in given:
+            given["extend_select"] = self.extend_select + tuple(given["extend_select"])
+        if "per_file_ignores" in given:
+            given["per_file_ignores"] = self.per_file_ignores + tuple(given["per_file_ignores"])
+        if "extend_exclude" in given:
+            given["extend_exclude"] = self.extend_exclude + tuple(given["extend_exclude"])
+        return replace(self, **given)
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest pyproject.toml with a [tool.ckptlint] table, walking up from `start`."""
+    directory = start if start.is_dir() else start.parent
+    directory = directory.resolve()
+    for candidate_dir in (directory, *directory.parents):
+        candidate = candidate_dir / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                return candidate  # let load_config report it
+            if isinstance(data.get("tool"), dict) and "ckptlint" in data["tool"]:
+                return candidate
+    return None
+
+
+def load_config(path: Path | None, default_root: Path) -> Config:
+    if path is None:
+        return Config(root=default_root)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("ckptlint", {})
+        prefix = "[tool.ckptlint]"
+    else:
+        table = data
+        prefix = "ckptlint configuration"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: {prefix} must be a table")
+    return parse_table(table, path, prefix)
+
+
+def parse_table(table: dict[str, Any], path: Path, prefix: str = "[tool.ckptlint]") -> Config:
+    def fail(key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{path}: {prefix} {key}: {problem}")
+
+    for key in table:
+        if key not in KEYS:
+            raise fail(key, f"unknown key (expected one of: {', '.join(KEYS)})")
+    values: dict[str, Any] = {}
+    for key in ("select", "ignore", "extend-select"):
+        if key in table:
+            values[key.replace("-", "_")] = _codes(table[key], lambda problem, key=key: fail(key, problem))
+    for key in ("exclude", "extend-exclude"):
+        if key in table:
+            values[key.replace("-", "_")] = tuple(_strings(table[key], lambda problem, key=key: fail(key, problem)))
+    if "per-file-ignores" in table:
+        raw = table["per-file-ignores"]
+        if not isinstance(raw, dict):
+            raise fail("per-file-ignores", 'expected a table of glob = ["CODE", ...]')
+        values["per_file_ignores"] = tuple(
+            (pattern, _codes(codes, lambda problem, p=pattern: fail(f"per-file-ignores.{p}", problem)))
+            for pattern, codes in raw.items()
+        )
+    if "checkpoint-functions" in table:
+        values["checkpoint_functions"] = tuple(
+            _checkpoint_functions(table["checkpoint-functions"], lambda k, problem: fail(k, problem))
+        )
+    return Config(root=path.parent, path=path, **values)
+
+
+def parse_codes(values: Iterable[str], what: str) -> tuple[str, ...]:
+    """Validate codes given on the command line (comma-separated lists)."""
+
+    def fail(problem: str) -> ConfigError:
+        return ConfigError(f"{what}: {problem}")
+
+    codes = [code.strip() for value in values for code in value.split(",") if code.strip()]
+    return _codes(codes, fail)
+
+
+def _strings(value: Any, fail) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise fail("expected a list of strings")
+    return value
+
+
+def _codes(value: Any, fail) -> tuple[str, ...]:
+    codes = _strings(value, fail)
+    for code in codes:
+        if code.upper() == "ALL":
+            continue
+        if not CODE_PATTERN.match(code):
+            raise fail(f"{code!r} is not a rule code or prefix (expected CKP followed by up to three digits)")
+        if not _known_prefix(code):
+            raise fail(f"{code!r} matches no rule (run `ckptlint rules` to list them)")
+    return tuple("CKP" if code.upper() == "ALL" else code for code in codes)
+
+
+def _known_prefix(code: str) -> bool:
+    from ckptlint.rules import ALL_CODES
+
+    return any(known.startswith(code) for known in ALL_CODES)
+
+
+def _checkpoint_functions(value: Any, fail) -> Iterable[CheckpointAPI]:
+    key = "checkpoint-functions"
+    if isinstance(value, list):
+        for name in _strings(value, lambda problem: fail(key, problem)):
+            yield _in_house_api(name, {}, lambda problem, n=name: fail(f"{key}.{n}", problem))
+        return
+    if isinstance(value, dict):
+        for name, options in value.items():
+            if not isinstance(options, dict):
+                raise fail(f"{key}.{name}", "expected a table like { region = \"callable\", argument = 0 }")
+            yield _in_house_api(name, options, lambda problem, n=name: fail(f'{key}."{n}"', problem))
+        return
+    raise fail(key, "expected a list of qualified names or a table of name = { ... }")
+
+
+def _in_house_api(name: str, options: dict[str, Any], fail) -> CheckpointAPI:
+    if not re.fullmatch(r"\.?[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", name):
+        raise fail("expected a qualified name like mypkg.utils.ckpt, or .attribute for a method name")
+    unknown = set(options) - {"region", "argument", "mode", "preserves-rng"}
+    if unknown:
+        raise fail(f"unknown option {sorted(unknown)[0]!r} (expected region, argument, mode, preserves-rng)")
+    region = options.get("region", "callable")
+    if region not in _REGIONS:
+        raise fail(f"region must be one of {', '.join(_REGIONS)}, not {region!r}")
+    argument = options.get("argument", 0)
+    if isinstance(argument, bool) or not isinstance(argument, (int, str)):
+        raise fail("argument must be a position (0, 1, ...) or a keyword name")
+    mode = options.get("mode", "unknown")
+    if mode not in _MODES:
+        raise fail(f"mode must be one of {', '.join(_MODES)}, not {mode!r}")
+    preserves = options.get("preserves-rng", True)
+    if not isinstance(preserves, bool):
+        raise fail("preserves-rng must be true or false")
+    return CheckpointAPI(
+        name,
+        "configured",
+        _REGIONS[region],
+        _MODES[mode],
+        region_argument=argument if isinstance(argument, int) else None,
+        region_keyword=argument if isinstance(argument, str) else None,
+        takes_preserve_rng_state=mode == "argument",
+        preserves_rng=preserves,
+        summary=f"in-house wrapper configured in checkpoint-functions ({region}, mode {mode})",
+    )

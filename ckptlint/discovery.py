@@ -1,0 +1,129 @@
+"""Which files to lint: walk the given paths, skip excluded ones, survive bad file systems.
+
+Directories yield `.py` and `.pyi` files; files named explicitly are always linted
+(unless `force_exclude`), as ruff does. Symlinked directories are followed once;
+a loop is reported and skipped. Problems become `PathProblem`s, never exceptions.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+@dataclass(frozen=True)
+class PathProblem:
+    path: str
+    message: str
+    fatal: bool = True  # a path that could not be read: exit code 2
+
+
+@dataclass(frozen=True)
+class Discovered:
+    files: list[Path]
+    problems: list[PathProblem]
+
+
+class ExcludeMatcher:
+    """gitignore-like globs: `build` matches any component, `src/gen/*.py` a relative path."""
+
+    def __init__(self, patterns: Iterable[str], root: Path):
+        self.root = Path(os.path.abspath(root))
+        self.component_patterns = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
+        self.path_patterns = [p.strip("/") for p in patterns if "/" in p.rstrip("/")]
+
+    def __call__(self, path: Path) -> bool:
+        relative = self._relative(Path(os.path.abspath(path)))
+        if any(fnmatch.fnmatchcase(part, pattern) for part in relative.parts for pattern in self.component_patterns):
+            return True
+        text = relative.as_posix()
+        return any(
+            fnmatch.fnmatchcase(text, pattern) or fnmatch.fnmatchcase(text, pattern + "/*")
+            for pattern in self.path_patterns
+        )
+
+    def _relative(self, absolute: Path) -> Path:
+        """Only components below the configuration root (or the working directory) count:
+        a project that lives under a folder called `build` is not excluded."""
+        for base in (self.root, Path.cwd()):
+            try:
+                return absolute.relative_to(base)
+            except ValueError:
+                continue
+        return Path(absolute.name)
+
+
+def discover(paths: Iterable[Path], is_excluded: ExcludeMatcher, force_exclude: bool = False) -> Discovered:
+    files: list[Path] = []
+    problems: list[PathProblem] = []
+    seen_files: set[Path] = set()
+    for path in paths:
+        if not os.path.lexists(path):
+            problems.append(PathProblem(str(path), "no such file or directory"))
+            continue
+        if path.is_dir():
+            if force_exclude and is_excluded(path):
+                continue
+            _walk(path, is_excluded, files, problems)
+        elif path.is_file() or path.is_symlink():
+            if force_exclude and is_excluded(path):
+                continue
+            files.append(path)
+        else:
+            problems.append(PathProblem(str(path), "not a regular file or directory"))
+    unique = []
+    for file in files:
+        key = Path(os.path.abspath(file))
+        if key not in seen_files:
+            seen_files.add(key)
+            unique.append(file)
+    return Discovered(unique, problems)
+
+
+def _walk(top: Path, is_excluded: ExcludeMatcher, files: list[Path], problems: list[PathProblem]) -> None:
+    """Depth-first, sorted, following directory symlinks once (loops are reported)."""
+    visited: set[tuple[int, int]] = set()
+    stack = [top]
+    found: list[Path] = []
+    while stack:
+        directory = stack.pop()
+        try:
+            stat = directory.stat()
+        except OSError as exc:
+            problems.append(PathProblem(str(directory), f"cannot read directory: {exc.strerror or exc}"))
+            continue
+        identity = (stat.st_dev, stat.st_ino)
+        if identity in visited:
+            problems.append(PathProblem(str(directory), "symlink loop: directory already visited, skipped", fatal=False))
+            continue
+        visited.add(identity)
+        if (directory / "pyvenv.cfg").is_file() and directory != top:
+            continue  # a virtual environment, whatever it is called
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            problems.append(PathProblem(str(directory), f"cannot read directory: {exc.strerror or exc}"))
+            continue
+        subdirectories = []
+        for entry in entries:
+            path = Path(entry.path)
+            if is_excluded(path):
+                continue
+            try:
+                is_dir = entry.is_dir()  # follows symlinks
+            except OSError:
+                is_dir = False
+            if is_dir:
+                subdirectories.append(path)
+            elif entry.name.endswith(PYTHON_SUFFIXES):
+                if entry.is_symlink() and not os.path.exists(path):
+                    problems.append(PathProblem(str(path), "broken symlink"))
+                    continue
+                found.append(path)
+        stack.extend(reversed(subdirectories))
+    files.extend(sorted(found))

@@ -1,0 +1,117 @@
+"""The pipeline: discover files -> parse -> find checkpoint calls -> rules -> suppress -> select.
+
+`lint_paths` is what the CLI, the flake8 plugin and the language server call. It never
+raises for bad input: unreadable paths become `problems`, unparsable files CKP000.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from ckptlint.analysis import Analysis
+from ckptlint.calls import CallFinder, CheckpointCall
+from ckptlint.catalogue import DEFAULT_CATALOGUE, Catalogue
+from ckptlint.config import Config
+from ckptlint.discovery import ExcludeMatcher, PathProblem, discover
+from ckptlint.finding import Finding, merge_findings
+from ckptlint.noqa import Suppressions, apply_suppressions
+from ckptlint.project import LoadedModule, Project, display_path
+from ckptlint.rules import ALL_RULES, Rule
+from ckptlint.source import SourceFile
+
+
+@dataclass
+class LintResult:
+    findings: list[Finding] = field(default_factory=list)
+    problems: list[PathProblem] = field(default_factory=list)
+    files: int = 0
+    calls: list[CheckpointCall] = field(default_factory=list)
+    suppressions: dict[str, Suppressions] = field(default_factory=dict)
+    sources: dict[str, SourceFile] = field(default_factory=dict)  # by display path
+
+    @property
+    def fatal(self) -> bool:
+        return any(problem.fatal for problem in self.problems)
+
+
+class Linter:
+    """Lints files of one project with one configuration."""
+
+    def __init__(self, config: Config, overlays: dict[Path, bytes | str] | None = None, base: Path | None = None):
+        self.config = config
+        self.base = base or Path.cwd()
+        self.is_excluded = ExcludeMatcher(config.all_excludes, config.root)
+        self.catalogue: Catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
+        self.project = Project(is_excluded=self.is_excluded, overlays=overlays, base=self.base)
+        self.finder = CallFinder(self.project, self.catalogue)
+        self.rules: list[Rule] = [rule for rule in ALL_RULES if self.selected(rule.code)]
+
+    # -- selection ------------------------------------------------------------
+
+    def selected(self, code: str, path: str | None = None) -> bool:
+        """flake8's decision: the most specific matching prefix of select vs ignore wins."""
+        config = self.config
+        chosen = _longest_prefix(code, config.select + config.extend_select)
+        ignored = _longest_prefix(code, config.ignore + self._file_ignores(path))
+        return chosen > ignored
+
+    def _file_ignores(self, path: str | None) -> tuple[str, ...]:
+        if path is None or not self.config.per_file_ignores:
+            return ()
+        absolute = Path(os.path.abspath(self.base / path))
+        try:
+            relative = absolute.relative_to(Path(os.path.abspath(self.config.root))).as_posix()
+        except ValueError:
+            relative = absolute.as_posix()
+        codes: list[str] = []
+        for pattern, pattern_codes in self.config.per_file_ignores:
+            if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(absolute.name, pattern):
+                codes.extend(pattern_codes)
+        return tuple(codes)
+
+    # -- linting --------------------------------------------------------------
+
+    def lint_paths(self, paths: Sequence[Path], force_exclude: bool = False) -> LintResult:
+        discovered = discover(paths, self.is_excluded, force_exclude)
+        return self.lint_files(discovered.files, discovered.problems)
+
+    def lint_files(self, files: Iterable[Path], problems: Iterable[PathProblem] = ()) -> LintResult:
+        files = list(files)
+        result = LintResult(problems=list(problems))
+        for file in files:
+            self.project.add_file(file)
+        raw: list[Finding] = []
+        for file in files:
+            try:
+                loaded = self.project.load(file, display_path(file, self.base))
+            except OSError as exc:
+                result.problems.append(PathProblem(str(file), f"cannot read file: {exc.strerror or exc}"))
+                continue
+            result.files += 1
+            raw.extend(self.lint_module(loaded, result))
+        for loaded in self.project.loaded():
+            if loaded.source is not None:
+                result.sources[loaded.source.display_path] = loaded.source
+        kept, result.suppressions = apply_suppressions(merge_findings(raw), result.sources)
+        result.findings = [f for f in kept if self.selected(f.code, f.path)]
+        result.problems.sort(key=lambda p: p.path)
+        return result
+
+    def lint_module(self, loaded: LoadedModule, result: LintResult) -> list[Finding]:
+        if loaded.error is not None:
+            return [loaded.error]
+        assert loaded.symbols is not None
+        analysis = Analysis(loaded.symbols, self.finder.checkpoint_calls(loaded.symbols))
+        result.calls.extend(analysis.calls)
+        findings: list[Finding] = []
+        for rule in self.rules:
+            findings.extend(rule.check(analysis))
+        return findings
+
+
+def _longest_prefix(code: str, prefixes: Iterable[str]) -> int:
+    return max((len(p) for p in prefixes if code.startswith(p)), default=-1)

@@ -1,0 +1,192 @@
+"""The linted project: which file is which module, loaded lazily and once.
+
+Module names come from the file system as Python's import system sees them: a
+file's import root is the first ancestor directory without an `__init__.py`.
+Regions reach other modules through `import` statements; those modules are read
+and parsed only when something asks for them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Iterable
+
+from ckptlint.finding import Finding
+from ckptlint.source import DecodeError, SourceFile, decode_source
+from ckptlint.symbols import CLASSDEF, DEF, Binding, ModuleSymbols
+from ckptlint.syntax import parse, parse_error
+
+
+def display_path(path: Path | str, base: Path | None = None) -> str:
+    """The path as the user should read it: relative to the working directory when inside it."""
+    text = os.fspath(path)
+    base = base or Path.cwd()
+    try:
+        relative = os.path.relpath(text, base)
+    except ValueError:  # another drive on Windows
+        return text
+    if relative.startswith(os.pardir):
+        return text
+    return relative.replace(os.sep, "/")
+
+
+def import_root(path: Path) -> Path:
+    directory = path.parent
+    while (directory / "__init__.py").is_file() and directory.parent != directory:
+        directory = directory.parent
+    return directory
+
+
+def module_name_for(path: Path) -> tuple[str, str]:
+    """(module name, package for relative imports) of a file, from its import root."""
+    root = import_root(path)
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+        name = ".".join(parts)
+        return name or path.parent.name, name
+    name = ".".join(parts)
+    return name, ".".join(parts[:-1])
+
+
+class LoadedModule:
+    """A module read from disk (or an editor buffer): its symbols, or why it has none."""
+
+    __slots__ = ("path", "source", "symbols", "error")
+
+    def __init__(self, path: Path, source: SourceFile | None, symbols: ModuleSymbols | None, error: Finding | None):
+        self.path = path
+        self.source = source
+        self.symbols = symbols
+        self.error = error
+
+
+def load_source(path: Path, display: str, content: bytes | str | None = None) -> SourceFile:
+    """Read and decode a file (or an editor's buffer); raises OSError or DecodeError."""
+    if content is None:
+        content = path.read_bytes()
+    text = decode_source(content) if isinstance(content, bytes) else content
+    return SourceFile(os.fspath(path), display, text)
+
+
+class Project:
+    """Module lookup by name and by path, with every module parsed at most once."""
+
+    def __init__(
+        self,
+        roots: Iterable[Path] = (),
+        is_excluded: Callable[[Path], bool] | None = None,
+        overlays: dict[Path, bytes | str] | None = None,
+        base: Path | None = None,
+    ):
+        self.roots: list[Path] = []
+        for root in roots:
+            self.add_root(root)
+        self.is_excluded = is_excluded or (lambda path: False)
+        self.overlays = {self._key(p): text for p, text in (overlays or {}).items()}
+        self.base = base or Path.cwd()
+        self._by_path: dict[Path, LoadedModule] = {}
+        self._path_by_name: dict[str, Path | None] = {}
+
+    @staticmethod
+    def _key(path: Path) -> Path:
+        return Path(os.path.abspath(path))
+
+    def add_root(self, root: Path) -> None:
+        root = self._key(root)
+        if root not in self.roots:
+            self.roots.append(root)
+
+    def add_file(self, path: Path) -> None:
+        self.add_root(import_root(self._key(path)))
+
+    # -- loading --------------------------------------------------------------
+
+    def load(self, path: Path, display: str | None = None) -> LoadedModule:
+        """The module at `path`; read errors propagate (OSError), parse errors become `error`."""
+        key = self._key(path)
+        loaded = self._by_path.get(key)
+        if loaded is not None:
+            return loaded
+        display = display or display_path(key, self.base)
+        try:
+            source = load_source(key, display, self.overlays.get(key))
+        except DecodeError as exc:
+            placeholder = SourceFile(os.fspath(key), display, "")
+            loaded = LoadedModule(key, None, None, parse_error(placeholder, exc.message, exc.line, exc.column))
+            self._by_path[key] = loaded
+            return loaded
+        tree = parse(source)
+        if isinstance(tree, Finding):
+            loaded = LoadedModule(key, source, None, tree)
+        else:
+            name, package = module_name_for(key)
+            loaded = LoadedModule(key, source, ModuleSymbols(name, source, tree, package), None)
+        self._by_path[key] = loaded
+        return loaded
+
+    def loaded(self) -> list[LoadedModule]:
+        return list(self._by_path.values())
+
+    def module_named(self, name: str) -> ModuleSymbols | None:
+        """The project module with this dotted name, parsed on first use; None outside the project."""
+        if name not in self._path_by_name:
+            self._path_by_name[name] = self._find_module(name)
+        path = self._path_by_name[name]
+        if path is None:
+            return None
+        try:
+            return self.load(path).symbols
+        except OSError:
+            return None
+
+    def _find_module(self, name: str) -> Path | None:
+        parts = name.split(".")
+        if not all(parts):
+            return None
+        for root in self.roots:
+            base = root.joinpath(*parts)
+            for candidate in (base.with_name(base.name + ".py"), base / "__init__.py", base.with_name(base.name + ".pyi")):
+                if (self._key(candidate) in self.overlays or candidate.is_file()) and not self.is_excluded(candidate):
+                    return candidate
+        return None
+
+    # -- names across modules -------------------------------------------------
+
+    def split_module(self, qualified_name: str) -> tuple[ModuleSymbols, list[str]] | None:
+        """The longest project module prefix of a dotted name, and the attributes after it."""
+        parts = qualified_name.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module = self.module_named(".".join(parts[:cut]))
+            if module is not None:
+                return module, parts[cut:]
+        return None
+
+    def global_binding(self, qualified_name: str) -> tuple[ModuleSymbols, Binding] | None:
+        """The module-level binding a dotted name refers to, after following re-exports."""
+        found = self.split_module(self.canonical_name(qualified_name))
+        if found is None or len(found[1]) != 1:
+            return None
+        module, (name,) = found
+        binding = module.binding(module.scope, name)
+        return None if binding is None else (module, binding)
+
+    def canonical_name(self, qualified_name: str) -> str:
+        """Follow re-exports and aliases in project modules to the name's definition."""
+        seen: set[str] = set()
+        name = qualified_name
+        while name not in seen:
+            seen.add(name)
+            found = self.split_module(name)
+            if found is None:
+                return name
+            module, rest = found
+            binding = module.binding(module.scope, rest[0])
+            if binding is None or binding.kind in (DEF, CLASSDEF):
+                return name
+            resolved = module.binding_qualified_name(binding)
+            if resolved is None:
+                return name
+            name = ".".join([resolved, *rest[1:]])
+        return name

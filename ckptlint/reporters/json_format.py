@@ -1,0 +1,27 @@
+"""`--format json`: one object with the findings and the paths that could not be read.
+
+The schema is documented in docs/json-output.md and versioned by `schema_version`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ckptlint import __version__
+from ckptlint.engine import LintResult
+
+SCHEMA_VERSION = 1
+
+
+def to_data(result: LintResult) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "ckptlint", "version": __version__},
+        "files_checked": result.files,
+        "findings": [finding.to_dict() for finding in result.findings],
+        "problems": [{"path": p.path, "message": p.message, "fatal": p.fatal} for p in result.problems],
+    }
+
+
+def render(result: LintResult, **_: object) -> str:
+    return json.dumps(to_data(result), indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,30 @@
+"""flake8-style lines: `path:line:col: CODE message`, optionally with the source line."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ckptlint.engine import LintResult
+
+
+def render(result: LintResult, show_source: bool = False, statistics: bool = False, quiet: bool = False, **_: object) -> str:
+    lines: list[str] = []
+    for finding in result.findings:
+        lines.append(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} {finding.message}")
+        source = result.sources.get(finding.path)
+        if show_source and source is not None:
+            text = source.line(finding.line).expandtabs(1)
+            lines.append(f"    {text}")
+            width = max(1, (finding.end_column - finding.column) if finding.end_line == finding.line else len(text) - finding.column + 1)
+            lines.append("    " + " " * (finding.column - 1) + "^" * width)
+    if statistics and result.findings:
+        counts = Counter(finding.code for finding in result.findings)
+        for code in sorted(counts):
+            lines.append(f"{counts[code]:<6} {code}")
+    if not quiet:
+        n = len(result.findings)
+        if n:
+            lines.append(f"Found {n} finding{'s' if n != 1 else ''} in {result.files} file{'s' if result.files != 1 else ''}.")
+        else:
+            lines.append(f"All checks passed ({result.files} file{'s' if result.files != 1 else ''}).")
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -1,0 +1,95 @@
+"""What every rule is: a code, a name, its explanation with examples, and a check.
+
+Rules read analysis results (checkpoint calls, region effect summaries); they never
+parse or walk trees themselves. The explanation and the bad/good examples live next
+to the check, so `ckptlint rules CODE`, docs/rules/ and the tests share one source.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+from ckptlint.finding import Finding, Fix, Site
+from ckptlint.symbols import ModuleSymbols
+
+if TYPE_CHECKING:
+    from ckptlint.analysis import Analysis
+
+
+class Rule:
+    code: str = ""
+    name: str = ""  # kebab-case, as in docs URLs and SARIF
+    summary: str = ""  # one line: what it flags
+    explanation: str = ""  # markdown: why replay goes wrong
+    bad: str = ""  # a program the rule flags
+    good: str = ""  # the same program made safe; the rule is silent
+    remedy: str = ""  # how to fix it by hand, or what --fix does
+    level: str = "warning"
+    fixable: bool = False
+
+    def check(self, analysis: Analysis) -> Iterator[Finding]:
+        return iter(())
+
+    def document(self) -> str:
+        """The rule's page: what `ckptlint rules CODE` prints and docs/rules/CODE.md holds."""
+        parts = [
+            f"# {self.code}: {self.name}",
+            "",
+            self.summary,
+            "",
+            "## Why",
+            "",
+            textwrap.dedent(self.explanation).strip(),
+            "",
+            "## Bad",
+            "",
+            "```python",
+            textwrap.dedent(self.bad).strip(),
+            "```",
+            "",
+            "## Good",
+            "",
+            "```python",
+            textwrap.dedent(self.good).strip(),
+            "```",
+            "",
+            "## How to fix",
+            "",
+            textwrap.dedent(self.remedy).strip(),
+            "",
+            "## Suppress",
+            "",
+            f"Add `# noqa: {self.code}` to the reported line, or list `{self.code}` under `ignore` or "
+            "`per-file-ignores` in `[tool.ckptlint]`.",
+        ]
+        return "\n".join(parts) + "\n"
+
+
+def finding_at(
+    module: ModuleSymbols,
+    node: ast.AST,
+    code: str,
+    summary: str,
+    sites: Iterable[Site] = (),
+    fixes: Iterable[Fix] = (),
+) -> Finding:
+    """A finding spanning `node` in `module`, with code point columns."""
+    source = module.source
+    line = node.lineno  # type: ignore[attr-defined]
+    end_line = getattr(node, "end_lineno", None) or line
+    end_offset = getattr(node, "end_col_offset", None)
+    column = source.column(line, node.col_offset)  # type: ignore[attr-defined]
+    end_column = source.column(end_line, end_offset) if end_offset is not None else column
+    return Finding(
+        source.display_path,
+        line,
+        column,
+        code,
+        summary,
+        end_line,
+        end_column,
+        tuple(sorted(set(sites))),
+        tuple(fixes),
+    )

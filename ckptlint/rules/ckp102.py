@@ -1,0 +1,65 @@
+"""CKP102: `preserve_rng_state=False`."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ckptlint.finding import Finding
+from ckptlint.rules.base import Rule, finding_at
+
+
+class RngStateNotPreserved(Rule):
+    code = "CKP102"
+    name = "rng-state-not-preserved"
+    summary = "A checkpoint call passes `preserve_rng_state=False`."
+    explanation = """
+        By default checkpoint saves the torch RNG state (CPU, and the devices of the
+        inputs) before the forward and restores it before the replay, so dropout and
+        other random torch ops draw the same numbers twice. With
+        `preserve_rng_state=False` the replay draws fresh numbers: the dropout mask
+        used to compute gradients is not the mask used in the forward, and the
+        gradients are those of a different network. Nothing fails; the loss curve only
+        looks a little worse.
+
+        The message says whether the region contains stochastic torch ops (dropout,
+        `torch.rand*`, `bernoulli`, ...): without them the flag is only a speed-up.
+    """
+    bad = """
+        from torch.utils.checkpoint import checkpoint
+
+        def forward(self, x):
+            return checkpoint(self.block, x, use_reentrant=False, preserve_rng_state=False)
+    """
+    good = """
+        from torch.utils.checkpoint import checkpoint
+
+        def forward(self, x):
+            return checkpoint(self.block, x, use_reentrant=False)
+    """
+    remedy = """
+        Remove `preserve_rng_state=False` (the default is `True`). Keep it only for a
+        region with no random op, where it saves the cost of saving RNG state.
+    """
+
+    def check(self, analysis) -> Iterator[Finding]:
+        for call in analysis.calls:
+            keyword = call.keyword("preserve_rng_state")
+            if keyword is None or not _is_false(keyword.value):
+                continue
+            summary = (
+                "preserve_rng_state=False: the replay does not restore torch's RNG, so dropout "
+                "and random torch ops draw different numbers in backward than in forward"
+            )
+            summary += analysis.stochastic_note(call)
+            sites = () if keyword.module is call.module and _inside(keyword.node, call.node) else (analysis.site(call),)
+            yield finding_at(keyword.module, keyword.node, self.code, summary, sites)
+
+
+def _is_false(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and value.value is False
+
+
+def _inside(inner: ast.AST, outer: ast.AST) -> bool:
+    start = (inner.lineno, inner.col_offset)  # type: ignore[attr-defined]
+    return (outer.lineno, outer.col_offset) <= start <= (outer.end_lineno, outer.end_col_offset)  # type: ignore[attr-defined]

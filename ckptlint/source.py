@@ -1,0 +1,83 @@
+"""Turn a file's bytes into text the parser accepts, and map parser offsets to columns.
+
+Decoding follows PEP 263 (BOM, coding cookie, UTF-8 default). A file that cannot be
+decoded is a CKP000 finding, never an exception.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from functools import cached_property
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+class DecodeError(Exception):
+    """The bytes are not text in the declared encoding."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+def decode_source(data: bytes) -> str:
+    """Decode Python source bytes as the interpreter would (PEP 263, PEP 3120)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise DecodeError(f"cannot decode file: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise DecodeError(
+            f"cannot decode file as {encoding}: byte 0x{data[exc.start]:02x} at offset {exc.start}",
+            line,
+            column,
+        ) from None
+    except LookupError:
+        raise DecodeError(f"cannot decode file: unknown encoding {encoding!r}") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text
+
+
+@dataclass
+class SourceFile:
+    """The text of one Python file and how to address positions in it."""
+
+    path: str  # the file system path, as the linter opened it
+    display_path: str  # the path shown to the user
+    text: str
+    _byte_lines: dict[int, bytes] = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def lines(self) -> list[str]:
+        """Physical lines without their line breaks, split as Python's tokenizer does."""
+        return _LINE_BREAK.split(self.text)
+
+    @cached_property
+    def parse_text(self) -> str:
+        """The text with every line break as `\\n`, which the parser handles everywhere."""
+        return _LINE_BREAK.sub("\n", self.text)
+
+    def line(self, lineno: int) -> str:
+        if 1 <= lineno <= len(self.lines):
+            return self.lines[lineno - 1]
+        return ""
+
+    def column(self, lineno: int, utf8_offset: int) -> int:
+        """1-based code point column from the parser's 0-based UTF-8 byte offset."""
+        text = self.line(lineno)
+        if text.isascii():
+            return utf8_offset + 1
+        encoded = self._byte_lines.get(lineno)
+        if encoded is None:
+            encoded = self._byte_lines[lineno] = text.encode("utf-8", "surrogatepass")
+        return len(encoded[:utf8_offset].decode("utf-8", "replace")) + 1

@@ -1,0 +1,391 @@
+"""Scopes, bindings and qualified names for one module, built without libcst metadata.
+
+One iterative pass over the tree records what every scope binds (imports, defs,
+classes, assignments, parameters, loop targets) and every call with the scope it
+sits in. `qualified_name` then resolves `cp.checkpoint`, `ckpt` (an alias) or
+`torch.utils.checkpoint.checkpoint` to the same dotted name, following Python's
+scoping rules (class bodies do not enclose methods, `global` redirects).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ckptlint.source import SourceFile
+
+MODULE = "module"
+CLASS = "class"
+FUNCTION = "function"
+LAMBDA = "lambda"
+COMPREHENSION = "comprehension"
+
+# Binding kinds
+IMPORT = "import"
+DEF = "def"
+CLASSDEF = "class"
+ASSIGN = "assign"
+PARAM = "param"
+LOOP = "loop"  # for-loop and comprehension targets; value is the iterable
+ANNOTATION = "annotation"  # `name: Type` without a value; no runtime binding
+OTHER = "other"
+
+_BUILTINS = frozenset(dir(builtins))
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+
+
+@dataclass(eq=False)
+class Binding:
+    name: str
+    kind: str
+    node: ast.AST
+    scope: Scope  # the scope whose namespace holds the name
+    value: ast.expr | None = None  # right-hand side, iterable, or annotation
+    target: str | None = None  # qualified name, for imports
+    in_handler: bool = False  # bound inside an `except` block (an import fallback)
+    written_from: Scope | None = None  # the function that wrote it through `global`/`nonlocal`
+    unpack: tuple[int, ...] = ()  # position in a tuple target: `for i, layer in enumerate(...)`
+
+    @property
+    def line(self) -> int:
+        return getattr(self.node, "lineno", 0)
+
+
+@dataclass(eq=False)
+class Scope:
+    kind: str
+    node: ast.AST
+    parent: Scope | None
+    qualname: str  # "" for the module, "Block.forward", "f.<locals>.g"
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    globals: set[str] = field(default_factory=set)
+    nonlocals: set[str] = field(default_factory=set)
+    children: list[Scope] = field(default_factory=list)
+
+    def bind(self, binding: Binding) -> None:
+        self.bindings.setdefault(binding.name, []).append(binding)
+
+    def is_function(self) -> bool:
+        return self.kind in (FUNCTION, LAMBDA)
+
+    @property
+    def module_scope(self) -> Scope:
+        scope = self
+        while scope.parent is not None:
+            scope = scope.parent
+        return scope
+
+    @property
+    def enclosing_class(self) -> Scope | None:
+        """The class whose method this scope is (for `self.<attr>` lookups)."""
+        if self.kind == FUNCTION and self.parent is not None and self.parent.kind == CLASS:
+            return self.parent
+        return None
+
+    def first_parameter(self) -> str | None:
+        node = self.node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            params = [*node.args.posonlyargs, *node.args.args]
+            if params:
+                return params[0].arg
+        return None
+
+
+class ModuleSymbols:
+    """What one module binds, where its calls are, and how to resolve its names."""
+
+    def __init__(self, name: str, source: SourceFile, tree: ast.Module, package: str | None = None):
+        self.name = name
+        self.source = source
+        self.tree = tree
+        # The package relative imports start from: the module itself for __init__ files.
+        self.package = package if package is not None else name.rpartition(".")[0]
+        self.scope = Scope(MODULE, tree, None, "")
+        self.scope_of: dict[int, Scope] = {id(tree): self.scope}
+        self.calls: list[tuple[ast.Call, Scope]] = []
+        self.functions: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope]] = []
+        self.classes: list[tuple[ast.ClassDef, Scope]] = []
+        _ScopeBuilder(self).run()
+
+    # -- lookup ---------------------------------------------------------------
+
+    def lookup(self, scope: Scope, name: str) -> list[Binding]:
+        """The bindings `name` refers to from `scope`, by Python's rules (LEGB)."""
+        current: Scope | None = scope
+        start = True
+        while current is not None:
+            if current.kind == CLASS and not start:
+                current = current.parent
+                continue
+            if name in current.globals:
+                return self.scope.bindings.get(name, [])
+            found = current.bindings.get(name)
+            if found and any(b.kind != ANNOTATION for b in found):
+                return found
+            current = current.parent
+            start = False
+        return []
+
+    def binding(self, scope: Scope, name: str, before_line: int | None = None) -> Binding | None:
+        """The one binding a use most likely sees.
+
+        At module level, bindings after the use do not count yet. A binding in an
+        `except` block is a fallback (`except ImportError: checkpoint = None`), so
+        the `try` body's binding wins when there is one.
+        """
+        bindings = [b for b in self.lookup(scope, name) if b.kind != ANNOTATION]
+        if before_line is not None and scope.kind == MODULE:
+            earlier = [b for b in bindings if b.line <= before_line and b.written_from is None]
+            bindings = earlier or bindings
+        if not bindings:
+            return None
+        preferred = [b for b in bindings if not b.in_handler]
+        return (preferred or bindings)[-1]
+
+    def qualified_name(self, expr: ast.expr, scope: Scope, _depth: int = 0) -> str | None:
+        """`torch.utils.checkpoint.checkpoint` for any spelling of it, else None."""
+        attrs: list[str] = []
+        while isinstance(expr, ast.Attribute):
+            attrs.append(expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name):
+            return None
+        binding = self.binding(scope, expr.id, getattr(expr, "lineno", None))
+        if binding is None:
+            base = f"builtins.{expr.id}" if expr.id in _BUILTINS else None
+        else:
+            base = self.binding_qualified_name(binding, _depth)
+        if base is None:
+            return None
+        return ".".join([base, *reversed(attrs)])
+
+    def binding_qualified_name(self, binding: Binding, _depth: int = 0) -> str | None:
+        if binding.kind == IMPORT:
+            return binding.target
+        if binding.kind in (DEF, CLASSDEF):
+            return self.defined_name(binding.scope, binding.name)
+        if binding.kind == ASSIGN and binding.value is not None and _depth < 8:
+            if isinstance(binding.value, (ast.Name, ast.Attribute)):
+                scope = binding.written_from or binding.scope
+                resolved = self.qualified_name(binding.value, scope, _depth + 1)
+                if resolved is not None:
+                    return resolved
+        if binding.scope.kind == MODULE:
+            return f"{self.name}.{binding.name}"
+        return None
+
+    def defined_name(self, scope: Scope, name: str) -> str:
+        prefix = f"{self.name}.{scope.qualname}" if scope.qualname else self.name
+        return f"{prefix}.{name}"
+
+    def resolve_relative(self, module: str | None, level: int) -> str | None:
+        if level == 0:
+            return module
+        parts = self.package.split(".") if self.package else []
+        if level - 1 > len(parts):
+            return None
+        base = parts[: len(parts) - (level - 1)]
+        if module:
+            base.append(module)
+        return ".".join(base) if base else None
+
+    def iter_scopes(self) -> Iterator[Scope]:
+        stack = [self.scope]
+        while stack:
+            scope = stack.pop()
+            yield scope
+            stack.extend(reversed(scope.children))
+
+
+_Frame = tuple[ast.AST, Scope, bool]  # node, scope it is evaluated in, inside an except block
+
+
+class _ScopeBuilder:
+    """One iterative walk: create scopes, record bindings, calls and definitions."""
+
+    def __init__(self, symbols: ModuleSymbols):
+        self.symbols = symbols
+        self.stack: list[_Frame] = []
+
+    def run(self) -> None:
+        module = self.symbols.scope
+        self.push_all(self.symbols.tree.body, module, False)
+        while self.stack:
+            node, scope, in_handler = self.stack.pop()
+            self.visit(node, scope, in_handler)
+
+    def push_all(self, nodes, scope: Scope, in_handler: bool) -> None:
+        # reversed so that statements are visited in source order
+        self.stack.extend((node, scope, in_handler) for node in reversed(nodes) if node is not None)
+
+    def new_scope(self, kind: str, node: ast.AST, parent: Scope, name: str) -> Scope:
+        if parent.kind == MODULE:
+            qualname = name
+        elif parent.kind == CLASS:
+            qualname = f"{parent.qualname}.{name}"
+        else:
+            qualname = f"{parent.qualname}.<locals>.{name}"
+        scope = Scope(kind, node, parent, qualname)
+        parent.children.append(scope)
+        self.symbols.scope_of[id(node)] = scope
+        return scope
+
+    def bind(self, scope: Scope, name: str, kind: str, node: ast.AST, in_handler: bool, **extra) -> None:
+        if name in scope.globals:
+            target_scope = scope.module_scope
+            target_scope.bind(Binding(name, kind, node, target_scope, in_handler=in_handler, written_from=scope, **extra))
+            return
+        if name in scope.nonlocals:
+            enclosing = scope.parent
+            while enclosing is not None and (not enclosing.is_function() or name not in enclosing.bindings):
+                enclosing = enclosing.parent
+            if enclosing is not None:
+                enclosing.bind(Binding(name, kind, node, enclosing, in_handler=in_handler, written_from=scope, **extra))
+                return
+        scope.bind(Binding(name, kind, node, scope, in_handler=in_handler, **extra))
+
+    def bind_target(
+        self,
+        target: ast.expr,
+        value: ast.expr | None,
+        scope: Scope,
+        node: ast.AST,
+        in_handler: bool,
+        kind: str = ASSIGN,
+        unpack: tuple[int, ...] = (),
+    ) -> None:
+        if isinstance(target, ast.Name):
+            self.bind(scope, target.id, kind, node, in_handler, value=value, unpack=unpack)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = None
+            if (
+                kind == ASSIGN
+                and isinstance(value, (ast.Tuple, ast.List))
+                and len(value.elts) == len(target.elts)
+                and not any(isinstance(v, ast.Starred) for v in value.elts)
+            ):
+                values = value.elts
+            for index, element in enumerate(target.elts):
+                if values is not None:
+                    self.bind_target(element, values[index], scope, node, in_handler, ASSIGN)
+                elif kind == LOOP:
+                    # `for i, layer in enumerate(self.layers)`: remember which element it is
+                    self.bind_target(element, value, scope, node, in_handler, LOOP, (*unpack, index))
+                else:
+                    self.bind_target(element, None, scope, node, in_handler, OTHER)
+        elif isinstance(target, ast.Starred):
+            self.bind_target(target.value, None, scope, node, in_handler, OTHER)
+
+    def visit(self, node: ast.AST, scope: Scope, in_handler: bool) -> None:
+        symbols = self.symbols
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.bind(scope, node.name, DEF, node, in_handler)
+            symbols.functions.append((node, scope))
+            inner = self.new_scope(FUNCTION, node, scope, node.name)
+            self.bind_parameters(node.args, inner)
+            self.push_all(node.body, inner, False)
+            self.push_all(self.signature_expressions(node), scope, in_handler)
+            return
+        if isinstance(node, ast.Lambda):
+            inner = self.new_scope(LAMBDA, node, scope, "<lambda>")
+            self.bind_parameters(node.args, inner)
+            self.push_all([node.body], inner, False)
+            self.push_all([*node.args.defaults, *[d for d in node.args.kw_defaults if d is not None]], scope, in_handler)
+            return
+        if isinstance(node, ast.ClassDef):
+            self.bind(scope, node.name, CLASSDEF, node, in_handler)
+            symbols.classes.append((node, scope))
+            inner = self.new_scope(CLASS, node, scope, node.name)
+            self.push_all(node.body, inner, False)
+            self.push_all([*node.decorator_list, *node.bases, *(k.value for k in node.keywords)], scope, in_handler)
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            inner = self.new_scope(COMPREHENSION, node, scope, "<comprehension>")
+            first, *rest = node.generators
+            self.stack.append((first.iter, scope, in_handler))  # the first iterable runs outside
+            for generator in node.generators:
+                self.bind_target(generator.target, generator.iter, inner, generator, False, LOOP)
+            elements = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+            self.push_all([*elements, *first.ifs, *(x for g in rest for x in (g.iter, *g.ifs))], inner, False)
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    self.bind(scope, alias.asname, IMPORT, node, in_handler, target=alias.name)
+                else:
+                    head = alias.name.partition(".")[0]
+                    self.bind(scope, head, IMPORT, node, in_handler, target=head)
+            return
+        if isinstance(node, ast.ImportFrom):
+            base = symbols.resolve_relative(node.module, node.level or 0)
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                target = f"{base}.{alias.name}" if base else None
+                self.bind(scope, alias.asname or alias.name, IMPORT, node, in_handler, target=target)
+            return
+        if isinstance(node, ast.Global):
+            scope.globals.update(node.names)
+            return
+        if isinstance(node, ast.Nonlocal):
+            scope.nonlocals.update(node.names)
+            return
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                self.bind_target(target, node.value if len(node.targets) == 1 else None, scope, node, in_handler)
+        elif isinstance(node, ast.AnnAssign):
+            if isinstance(node.target, ast.Name):
+                if node.value is None:
+                    self.bind(scope, node.target.id, ANNOTATION, node, in_handler, value=node.annotation)
+                else:
+                    self.bind(scope, node.target.id, ASSIGN, node, in_handler, value=node.value)
+        elif isinstance(node, ast.AugAssign):
+            if isinstance(node.target, ast.Name):
+                self.bind(scope, node.target.id, OTHER, node, in_handler)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            self.bind_target(node.target, node.iter, scope, node, in_handler, LOOP)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    self.bind_target(item.optional_vars, None, scope, node, in_handler, OTHER)
+        elif isinstance(node, ast.ExceptHandler):
+            if node.name:
+                self.bind(scope, node.name, OTHER, node, True)
+            self.push_all(node.body, scope, True)
+            if node.type is not None:
+                self.stack.append((node.type, scope, True))
+            return
+        elif isinstance(node, ast.NamedExpr):
+            target_scope = scope
+            while target_scope.kind == COMPREHENSION and target_scope.parent is not None:
+                target_scope = target_scope.parent
+            if isinstance(node.target, ast.Name):
+                self.bind(target_scope, node.target.id, ASSIGN, node, in_handler, value=node.value)
+        elif isinstance(node, ast.Call):
+            symbols.calls.append((node, scope))
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)):
+            if node.name:
+                self.bind(scope, node.name, OTHER, node, in_handler)
+        elif isinstance(node, ast.MatchMapping):
+            if node.rest:
+                self.bind(scope, node.rest, OTHER, node, in_handler)
+        self.push_all(list(ast.iter_child_nodes(node)), scope, in_handler)
+
+    @staticmethod
+    def signature_expressions(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+        args = node.args
+        parts: list[ast.AST] = [*node.decorator_list, *args.defaults]
+        parts.extend(d for d in args.kw_defaults if d is not None)
+        return parts
+
+    def bind_parameters(self, args: ast.arguments, scope: Scope) -> None:
+        everything = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        if args.vararg:
+            everything.append(args.vararg)
+        if args.kwarg:
+            everything.append(args.kwarg)
+        for arg in everything:
+            scope.bind(Binding(arg.arg, PARAM, arg, scope, value=arg.annotation))
