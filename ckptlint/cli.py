@@ -15,7 +15,7 @@ import click
 
 from ckptlint import __version__
 from ckptlint.config import Config, ConfigError, find_config, load_config, parse_codes
-from ckptlint.discovery import PathProblem
+from ckptlint.discovery import PathProblem, find_project_root
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -84,6 +84,19 @@ def _report_problems(problems: Sequence[PathProblem]) -> None:
         click.echo(f"ckptlint: {level}: {problem.path}: {problem.message}", err=True)
 
 
+def project_root_for(config: Config, paths: Sequence[Path]) -> Path | None:
+    """Where to look for checkpoint calls that reach the named files: the configuration's
+    directory, else the nearest directory with pyproject.toml, setup.py, setup.cfg or .git."""
+    if config.path is not None:
+        return config.root
+    starts = [os.path.abspath(p) for p in paths if str(p) != "-"] or [os.getcwd()]
+    try:
+        common = Path(os.path.commonpath(starts))
+    except ValueError:
+        return None
+    return find_project_root(common)
+
+
 def _linter_for(paths: Sequence[str], stdin_filename: str | None, config: Config, overrides: dict):
     from ckptlint.engine import Linter
 
@@ -109,6 +122,11 @@ def lint_options(function):
         click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too."),
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Use this pyproject.toml or TOML file."),
         click.option("--stdin-filename", metavar="PATH", help="The name of the file read from `-` (stdin)."),
+        click.option(
+            "--no-project",
+            is_flag=True,
+            help="Follow only the checkpoint calls in PATHS, not those elsewhere in the project that reach PATHS.",
+        ),
     ]
     for option in reversed(options):
         function = option(function)
@@ -133,15 +151,14 @@ def _prepare(paths, select, extend_select, ignore, per_file_ignores, exclude, ex
         raise  # unreachable
 
 
-def _run_lint(linter, targets, from_stdin: bool, force_exclude: bool):
-    if from_stdin:
-        from ckptlint.discovery import discover
+def _run_lint(linter, targets, from_stdin: bool, force_exclude: bool, no_project: bool):
+    from ckptlint.discovery import discover
 
-        named = [t for t in targets if Path(os.path.abspath(t)) not in linter.project.overlays]
-        discovered = discover(named, linter.is_excluded, force_exclude)
-        stdin_files = [t for t in targets if Path(os.path.abspath(t)) in linter.project.overlays]
-        return linter.lint_files([*stdin_files, *discovered.files], discovered.problems)
-    return linter.lint_paths(targets, force_exclude=force_exclude)
+    root = None if no_project else project_root_for(linter.config, targets)
+    named = [t for t in targets if not linter.project.has_overlay(t)]
+    discovered = discover(named, linter.is_excluded, force_exclude)
+    stdin_files = [t for t in targets if linter.project.has_overlay(t)] if from_stdin else []
+    return linter.lint_files([*stdin_files, *discovered.files], discovered.problems, root)
 
 
 @cli.command("check")
@@ -163,6 +180,7 @@ def check(
     force_exclude,
     config_file,
     stdin_filename,
+    no_project,
     output_format,
     output_file,
     exit_zero,
@@ -176,7 +194,7 @@ def check(
     linter, targets, from_stdin = _prepare(
         paths, select, extend_select, ignore, per_file_ignores, exclude, extend_exclude, config_file, stdin_filename
     )
-    result = _run_lint(linter, targets, from_stdin, force_exclude)
+    result = _run_lint(linter, targets, from_stdin, force_exclude, no_project)
     _report_problems(result.problems)
     report = FORMATS[output_format](result, show_source=show_source, statistics=statistics, quiet=quiet)
     if output_file:
@@ -202,6 +220,7 @@ def calls(
     force_exclude,
     config_file,
     stdin_filename,
+    no_project,
     output_format,
 ) -> None:
     """List the checkpoint calls ckptlint recognises in PATHS, with their region and mode."""
@@ -212,7 +231,7 @@ def calls(
     linter, targets, from_stdin = _prepare(
         paths, select, extend_select, ignore, per_file_ignores, exclude, extend_exclude, config_file, stdin_filename
     )
-    result = _run_lint(linter, targets, from_stdin, force_exclude)
+    result = _run_lint(linter, targets, from_stdin, force_exclude, no_project)
     _report_problems(result.problems)
     described = sorted((describe_call(call) for call in result.calls), key=lambda d: (d["path"], d["line"], d["column"]))
     if output_format == "json":

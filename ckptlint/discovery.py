@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 PYTHON_SUFFIXES = (".py", ".pyi")
+PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
 @dataclass(frozen=True)
@@ -127,3 +128,14 @@ def _walk(top: Path, is_excluded: ExcludeMatcher, files: list[Path], problems: l
                 found.append(path)
         stack.extend(reversed(subdirectories))
     files.extend(sorted(found))
+
+
+def find_project_root(start: Path) -> Path | None:
+    """The nearest directory at or above `start` that looks like a project's top."""
+    directory = Path(os.path.abspath(start))
+    if not directory.is_dir():
+        directory = directory.parent
+    for candidate in (directory, *directory.parents):
+        if any((candidate / marker).exists() for marker in PROJECT_MARKERS):
+            return candidate
+    return None

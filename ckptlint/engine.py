@@ -1,13 +1,20 @@
 """The pipeline: discover files -> parse -> find checkpoint calls -> rules -> suppress -> select.
 
-`lint_paths` is what the CLI, the flake8 plugin and the language server call. It never
+`Linter` is what the CLI, the flake8 plugin and the language server use. It never
 raises for bad input: unreadable paths become `problems`, unparsable files CKP000.
+
+Scope: a region hazard usually lives in another file than the call that replays it
+(a block's module vs the model's). With a project root, checkpoint calls are looked
+for in the whole project, and a finding is reported when it lies in a file the user
+named or is reached from a checkpoint call in one. So `pre-commit` on a changed
+block file, `flake8` (one file at a time) and a full run agree.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -49,6 +56,7 @@ class Linter:
         self.project = Project(is_excluded=self.is_excluded, overlays=overlays, base=self.base)
         self.finder = CallFinder(self.project, self.catalogue)
         self.rules: list[Rule] = [rule for rule in ALL_RULES if self.selected(rule.code)]
+        self._may_checkpoint = _call_site_pattern(self.catalogue)
 
     # -- selection ------------------------------------------------------------
 
@@ -75,14 +83,20 @@ class Linter:
 
     # -- linting --------------------------------------------------------------
 
-    def lint_paths(self, paths: Sequence[Path], force_exclude: bool = False) -> LintResult:
+    def lint_paths(self, paths: Sequence[Path], force_exclude: bool = False, project_root: Path | None = None) -> LintResult:
         discovered = discover(paths, self.is_excluded, force_exclude)
-        return self.lint_files(discovered.files, discovered.problems)
+        return self.lint_files(discovered.files, discovered.problems, project_root)
 
-    def lint_files(self, files: Iterable[Path], problems: Iterable[PathProblem] = ()) -> LintResult:
+    def lint_files(
+        self, files: Iterable[Path], problems: Iterable[PathProblem] = (), project_root: Path | None = None
+    ) -> LintResult:
+        """Lint `files`; with `project_root`, also follow checkpoint calls in the rest of the project."""
         files = list(files)
+        self.project.linted_files.extend(files)
         result = LintResult(problems=list(problems))
-        for file in files:
+        named = {Path(os.path.abspath(file)) for file in files}
+        others = [f for f in self._project_files(project_root) if Path(os.path.abspath(f)) not in named]
+        for file in [*files, *others]:
             self.project.add_file(file)
         raw: list[Finding] = []
         for file in files:
@@ -93,24 +107,53 @@ class Linter:
                 continue
             result.files += 1
             raw.extend(self.lint_module(loaded, result))
+        named_paths = {display_path(file, self.base) for file in files}
+        for file in others:
+            raw.extend(self._lint_quietly(file))
         for loaded in self.project.loaded():
             if loaded.source is not None:
                 result.sources[loaded.source.display_path] = loaded.source
-        kept, result.suppressions = apply_suppressions(merge_findings(raw), result.sources)
+        in_scope = [f for f in merge_findings(raw) if f.path in named_paths or any(s.path in named_paths for s in f.sites)]
+        kept, result.suppressions = apply_suppressions(in_scope, result.sources)
         result.findings = [f for f in kept if self.selected(f.code, f.path)]
         result.problems.sort(key=lambda p: p.path)
         return result
 
-    def lint_module(self, loaded: LoadedModule, result: LintResult) -> list[Finding]:
+    def lint_module(self, loaded: LoadedModule, result: LintResult | None = None) -> list[Finding]:
         if loaded.error is not None:
             return [loaded.error]
         assert loaded.symbols is not None
         analysis = Analysis(loaded.symbols, self.finder.checkpoint_calls(loaded.symbols))
-        result.calls.extend(analysis.calls)
+        if result is not None:
+            result.calls.extend(analysis.calls)
         findings: list[Finding] = []
         for rule in self.rules:
             findings.extend(rule.check(analysis))
         return findings
+
+    def _project_files(self, project_root: Path | None) -> list[Path]:
+        if project_root is None:
+            return []
+        return discover([project_root], self.is_excluded).files
+
+    def _lint_quietly(self, file: Path) -> list[Finding]:
+        """A file the user did not name: only its checkpoint calls matter, read errors do not."""
+        try:
+            if not self.project.has_overlay(file) and not self._may_checkpoint.search(file.read_bytes()):
+                return []
+            loaded = self.project.load(file)
+        except OSError:
+            return []
+        return [] if loaded.error is not None else self.lint_module(loaded)
+
+
+def _call_site_pattern(catalogue: Catalogue) -> re.Pattern[bytes]:
+    """Bytes that any file holding a checkpoint call must contain (a cheap prefilter)."""
+    words = {b"checkpoint"}
+    for api in catalogue.apis:
+        for name in api.names:
+            words.add(name.rpartition(".")[2].encode())
+    return re.compile(b"|".join(re.escape(w) for w in sorted(words)), re.IGNORECASE)
 
 
 def _longest_prefix(code: str, prefixes: Iterable[str]) -> int:

@@ -88,10 +88,14 @@ class Project:
         self.base = base or Path.cwd()
         self._by_path: dict[Path, LoadedModule] = {}
         self._path_by_name: dict[str, Path | None] = {}
+        self.linted_files: list[Path] = []  # the files linted as named, not only reached
 
     @staticmethod
     def _key(path: Path) -> Path:
         return Path(os.path.abspath(path))
+
+    def has_overlay(self, path: Path) -> bool:
+        return self._key(path) in self.overlays
 
     def add_root(self, root: Path) -> None:
         root = self._key(root)

@@ -1,0 +1,76 @@
+"""`flake8 --select CKP`: the same findings as `ckptlint`, at the same line and column.
+
+flake8 prints the column the plugin yields plus one, so the plugin yields
+`column - 1`. flake8 checks one file at a time, but a hazard in a file can be reached
+from a checkpoint call in another; so the plugin lints the whole project once per
+process (memoised) and answers for each file from that. flake8 applies its own
+select/ignore/per-file-ignores and `# noqa`; `[tool.ckptlint]` still supplies
+`checkpoint-functions` and excludes, and `# ckptlint: noqa` works.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from ckptlint import __version__
+
+_PROJECT_FINDINGS: dict[tuple, tuple[set[Path], dict[str, list]]] = {}
+
+
+class Flake8Plugin:
+    name = "ckptlint"
+    version = __version__
+
+    def __init__(self, tree: object, filename: str, lines: Sequence[str]):
+        self.filename = filename
+        self.lines = lines
+
+    def run(self) -> Iterator[tuple[int, int, str, type]]:
+        for finding in findings_for_file(self.filename, "".join(self.lines)):
+            yield finding.line, finding.column - 1, f"{finding.code} {finding.message}", type(self)
+
+
+def findings_for_file(filename: str, text: str) -> list:
+    from ckptlint.cli import project_root_for, resolve_config
+    from ckptlint.config import Config, ConfigError
+    from ckptlint.engine import Linter
+    from ckptlint.project import display_path
+
+    from_stdin = filename in ("-", "stdin")
+    path = Path("stdin.py" if from_stdin else filename)
+    absolute = Path(os.path.abspath(path))
+    try:
+        config = resolve_config(None, [path])
+    except ConfigError:
+        config = Config(root=Path.cwd())
+    config = replace(config, select=("CKP",), extend_select=(), ignore=(), per_file_ignores=())
+    root = project_root_for(config, [path])
+    own = display_path(absolute)
+    if root is not None and not from_stdin and _same_as_disk(absolute, text):
+        key = (root, config)
+        if key not in _PROJECT_FINDINGS:
+            linter = Linter(config)
+            result = linter.lint_paths([root])
+            by_path: dict[str, list] = {}
+            for finding in result.findings:
+                by_path.setdefault(finding.path, []).append(finding)
+            files = {Path(os.path.abspath(f)) for f in linter.project.linted_files}
+            _PROJECT_FINDINGS[key] = (files, by_path)
+        files, by_path = _PROJECT_FINDINGS[key]
+        if absolute in files:
+            return by_path.get(own, [])
+    linter = Linter(config, overlays={absolute: text})
+    result = linter.lint_files([path], project_root=root)
+    return [finding for finding in result.findings if finding.path == own]
+
+
+def _same_as_disk(path: Path, text: str) -> bool:
+    from ckptlint.source import decode_source
+
+    try:
+        return decode_source(path.read_bytes()) == text
+    except Exception:
+        return False
