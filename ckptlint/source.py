@@ -67,6 +67,11 @@ class SourceFile:
         """The text with every line break as `\\n`, which the parser handles everywhere."""
         return _LINE_BREAK.sub("\n", self.text)
 
+    def position(self, offset: int) -> tuple[int, int]:
+        """1-based (line, column) of a code point offset into `text`."""
+        lines = _LINE_BREAK.split(self.text[:offset])
+        return len(lines), len(lines[-1]) + 1
+
     def line(self, lineno: int) -> str:
         if 1 <= lineno <= len(self.lines):
             return self.lines[lineno - 1]

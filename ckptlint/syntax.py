@@ -18,13 +18,18 @@ PARSE_ERROR = "CKP000"
 
 
 def parse_error(source: SourceFile, message: str, line: int = 1, column: int = 1) -> Finding:
-    line = max(1, min(line, len(source.lines))) if source.text else 1
-    column = max(1, column)
+    if source.text:
+        line = max(1, min(line, len(source.lines)))
+    line, column = max(1, line), max(1, column)
     return Finding(source.display_path, line, column, PARSE_ERROR, message, line, column)
 
 
 def parse(source: SourceFile) -> ast.Module | Finding:
     """The module's tree, or a CKP000 finding; never raises for bad input."""
+    null = source.text.find("\0")
+    if null >= 0:
+        line, column = source.position(null)
+        return parse_error(source, "cannot parse file: it contains null bytes (is it a binary file?)", line, column)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences and the like
@@ -33,8 +38,8 @@ def parse(source: SourceFile) -> ast.Module | Finding:
         line = exc.lineno or 1
         column = exc.offset or 1
         return parse_error(source, f"syntax error: {exc.msg} (Python {_python_version()} grammar)", line, column)
-    except ValueError as exc:  # "source code string cannot contain null bytes"
-        return parse_error(source, f"cannot parse file: {exc} (is it a binary file?)")
+    except ValueError as exc:
+        return parse_error(source, f"cannot parse file: {exc}")
     except (RecursionError, MemoryError):
         return parse_error(source, "cannot parse file: expressions nested too deeply for the Python parser")
 

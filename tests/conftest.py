@@ -1,0 +1,59 @@
+"""Shared helpers: where things are, how fixtures mark what they expect, how to run the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+
+_EXPECT = re.compile(r"expect:\s*((?:CKP\d{3}@\d+[\s,]*)+)")
+_CALL = re.compile(r"call:\s*((?:[\w.]+@\d+[\s,]*)+)")
+
+
+def expectations(path: Path) -> tuple[set[tuple[str, int, int]], set[tuple[str, int, int]]]:
+    """(code, line, column) of `# expect: CODE@col` and (api, line, column) of `# call: api@col`."""
+    findings: set[tuple[str, int, int]] = set()
+    calls: set[tuple[str, int, int]] = set()
+    text = path.read_bytes().decode("latin-1")
+    for number, line in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
+        for pattern, into in ((_EXPECT, findings), (_CALL, calls)):
+            match = pattern.search(line)
+            if match:
+                for item in re.split(r"[\s,]+", match.group(1).strip()):
+                    name, _, column = item.partition("@")
+                    into.add((name, number, int(column)))
+    return findings, calls
+
+
+def fixture_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def run_cli(*args: str, cwd: Path = REPO, input: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the real command line in a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "ckptlint", *args],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        env=full_env,
+        timeout=300,
+    )
+
+
+def json_findings(completed: subprocess.CompletedProcess) -> list[dict]:
+    return json.loads(completed.stdout)["findings"]
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO
