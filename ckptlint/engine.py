@@ -158,3 +158,12 @@ def _call_site_pattern(catalogue: Catalogue) -> re.Pattern[bytes]:
 
 def _longest_prefix(code: str, prefixes: Iterable[str]) -> int:
     return max((len(p) for p in prefixes if code.startswith(p)), default=-1)
+
+
+def lint_source(text: str, path: str = "example.py", config: Config | None = None) -> list[Finding]:
+    """Lint one module given as text (it is never written to disk): for tests, docs and tools."""
+    base = Path.cwd()
+    config = config or Config(root=base)
+    target = base / path
+    linter = Linter(config, overlays={target: text}, base=base)
+    return linter.lint_files([target]).findings

@@ -39,8 +39,9 @@ def findings_for_file(filename: str, text: str) -> list:
     from ckptlint.engine import Linter
     from ckptlint.project import display_path
 
-    from_stdin = filename in ("-", "stdin")
-    path = Path("stdin.py" if from_stdin else filename)
+    # with --stdin-display-name flake8 passes the display name: a file that is not there
+    from_stdin = filename in ("-", "stdin") or not os.path.isfile(filename)
+    path = Path("stdin.py" if filename in ("-", "stdin") else filename)
     absolute = Path(os.path.abspath(path))
     try:
         config = resolve_config(None, [path])
@@ -49,7 +50,9 @@ def findings_for_file(filename: str, text: str) -> list:
     config = replace(config, select=("CKP",), extend_select=(), ignore=(), per_file_ignores=())
     root = project_root_for(config, [path])
     own = display_path(absolute)
-    if root is not None and not from_stdin and _same_as_disk(absolute, text):
+    # flake8 hands over lines it decoded itself (with a latin-1 fallback Python does not
+    # have), so a file on disk is read by ckptlint as Python would read it.
+    if root is not None and not from_stdin:
         key = (root, config)
         if key not in _PROJECT_FINDINGS:
             linter = Linter(config)
@@ -62,15 +65,6 @@ def findings_for_file(filename: str, text: str) -> list:
         files, by_path = _PROJECT_FINDINGS[key]
         if absolute in files:
             return by_path.get(own, [])
-    linter = Linter(config, overlays={absolute: text})
+    linter = Linter(config, overlays={absolute: text} if from_stdin else None)
     result = linter.lint_files([path], project_root=root)
     return [finding for finding in result.findings if finding.path == own]
-
-
-def _same_as_disk(path: Path, text: str) -> bool:
-    from ckptlint.source import decode_source
-
-    try:
-        return decode_source(path.read_bytes()) == text
-    except Exception:
-        return False
