@@ -35,3 +35,13 @@ def test_codes_are_unique_and_sorted() -> None:
     codes = [rule.code for rule in ALL_RULES]
     assert codes == sorted(set(codes))
     assert set(RULES_BY_CODE) == set(codes)
+
+
+def test_committed_rule_pages_are_current() -> None:
+    from ckptlint.rule_docs import pages
+    from conftest import REPO
+
+    folder = REPO / "docs" / "rules"
+    for name, text in pages().items():
+        assert (folder / name).read_text(encoding="utf-8") == text, f"run: python -m ckptlint.rule_docs docs/rules ({name})"
+    assert {p.name for p in folder.glob("*.md")} == set(pages())

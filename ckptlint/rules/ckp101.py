@@ -44,10 +44,7 @@ class ImplicitUseReentrant(Rule):
     remedy = """
         Pass `use_reentrant=False` (recommended by torch; check that nothing relies on
         reentrant behaviour) or `use_reentrant=True` to keep today's behaviour exactly.
-        The safe autofix inserts `use_reentrant=True`; the unsafe one inserts
-        `use_reentrant=False`. No fix is offered when the call passes `**kwargs`.
     """
-    fixable = True
 
     def check(self, analysis) -> Iterator[Finding]:
         for call in analysis.calls:
