@@ -80,6 +80,7 @@ class Project:
         overlays: dict[Path, bytes | str] | None = None,
         base: Path | None = None,
     ):
+        self._keys: dict[str, Path] = {}
         self.roots: list[Path] = []
         for root in roots:
             self.add_root(root)
@@ -88,11 +89,16 @@ class Project:
         self.base = base or Path.cwd()
         self._by_path: dict[Path, LoadedModule] = {}
         self._path_by_name: dict[str, Path | None] = {}
+        self._top_level: dict[Path, frozenset[str]] = {}  # names importable from each root
+        self._head_index: dict[str, list[Path]] | None = None
         self.linted_files: list[Path] = []  # the files linted as named, not only reached
 
-    @staticmethod
-    def _key(path: Path) -> Path:
-        return Path(os.path.abspath(path))
+    def _key(self, path: Path | str) -> Path:
+        text = os.fspath(path)
+        key = self._keys.get(text)
+        if key is None:
+            key = self._keys[text] = Path(os.path.abspath(text))
+        return key
 
     def has_overlay(self, path: Path) -> bool:
         return self._key(path) in self.overlays
@@ -101,6 +107,7 @@ class Project:
         root = self._key(root)
         if root not in self.roots:
             self.roots.append(root)
+            self._head_index = None
 
     def add_file(self, path: Path) -> None:
         self.add_root(import_root(self._key(path)))
@@ -145,11 +152,39 @@ class Project:
         except OSError:
             return None
 
+    def is_project_name(self, qualified_name: str) -> bool:
+        """Could this dotted name live in the project? (Its first part is importable from a root.)"""
+        return qualified_name.partition(".")[0] in self._roots_by_head()
+
+    def _roots_by_head(self) -> dict[str, list[Path]]:
+        if self._head_index is None:
+            index: dict[str, list[Path]] = {}
+            for root in self.roots:
+                for name in self._names_in(root):
+                    index.setdefault(name, []).append(root)
+            self._head_index = index
+        return self._head_index
+
+    def _names_in(self, root: Path) -> frozenset[str]:
+        names = self._top_level.get(root)
+        if names is None:
+            try:
+                entries = os.listdir(root)
+            except OSError:
+                entries = []
+            for overlay in self.overlays:  # editor buffers and stdin need not exist on disk
+                if overlay.is_relative_to(root):
+                    entries.append(overlay.relative_to(root).parts[0])
+            names = self._top_level[root] = frozenset(
+                entry.rpartition(".")[0] if entry.endswith((".py", ".pyi")) else entry for entry in entries
+            )
+        return names
+
     def _find_module(self, name: str) -> Path | None:
         parts = name.split(".")
         if not all(parts):
             return None
-        for root in self.roots:
+        for root in self._roots_by_head().get(parts[0], ()):
             base = root.joinpath(*parts)
             for candidate in (base.with_name(base.name + ".py"), base / "__init__.py", base.with_name(base.name + ".pyi")):
                 if (self._key(candidate) in self.overlays or candidate.is_file()) and not self.is_excluded(candidate):
@@ -160,6 +195,8 @@ class Project:
 
     def split_module(self, qualified_name: str) -> tuple[ModuleSymbols, list[str]] | None:
         """The longest project module prefix of a dotted name, and the attributes after it."""
+        if not self.is_project_name(qualified_name):
+            return None
         parts = qualified_name.split(".")
         for cut in range(len(parts) - 1, 0, -1):
             module = self.module_named(".".join(parts[:cut]))

@@ -36,6 +36,9 @@ _BUILTINS = frozenset(dir(builtins))
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
+# Nodes that bind nothing and hold no calls: the scope walk does not visit them.
+_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.Pass, ast.alias)
+
 
 @dataclass(eq=False)
 class Binding:
@@ -372,7 +375,7 @@ class _ScopeBuilder:
         elif isinstance(node, ast.MatchMapping):
             if node.rest:
                 self.bind(scope, node.rest, OTHER, node, in_handler)
-        self.push_all(list(ast.iter_child_nodes(node)), scope, in_handler)
+        self.push_all([child for child in ast.iter_child_nodes(node) if not isinstance(child, _LEAVES)], scope, in_handler)
 
     @staticmethod
     def signature_expressions(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
