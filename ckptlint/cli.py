@@ -6,10 +6,12 @@ or a path that could not be read.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 import click
 
@@ -73,7 +75,7 @@ def resolve_config(config_file: str | None, paths: Sequence[Path]) -> Config:
     return load_config(found, Path.cwd() if found is None else found.parent)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"ckptlint: error: {message}", err=True)
     sys.exit(EXIT_ERROR)
 
@@ -97,20 +99,29 @@ def project_root_for(config: Config, paths: Sequence[Path]) -> Path | None:
     return find_project_root(common)
 
 
-def _linter_for(paths: Sequence[str], stdin_filename: str | None, config: Config, overrides: dict):
-    from ckptlint.engine import Linter
-
-    config = config.with_overrides(**overrides)
-    overlays: dict[Path, bytes | str] = {}
-    targets = [Path(p) for p in paths]
-    if "-" in paths:
-        stdin_path = Path(stdin_filename or "-")
-        overlays[Path(os.path.abspath(stdin_path))] = sys.stdin.buffer.read()
-        targets = [stdin_path if str(t) == "-" else t for t in targets]
-    return Linter(config, overlays=overlays), targets, bool(overlays)
+_LINT_PARAMETERS = (
+    "paths",
+    "select",
+    "extend_select",
+    "ignore",
+    "per_file_ignores",
+    "exclude",
+    "extend_exclude",
+    "force_exclude",
+    "config_file",
+    "stdin_filename",
+    "no_project",
+)
 
 
 def lint_options(function):
+    """The options every linting command takes, handed to it as one `LintRequest`."""
+
+    @functools.wraps(function)
+    def command(**kwargs):
+        request = LintRequest(**{name: kwargs.pop(name) for name in _LINT_PARAMETERS})
+        return function(request, **kwargs)
+
     options = [
         click.argument("paths", nargs=-1, type=click.Path()),
         click.option("--select", multiple=True, metavar="CODES", help="Rule codes or prefixes to enable (comma-separated)."),
@@ -129,36 +140,55 @@ def lint_options(function):
         ),
     ]
     for option in reversed(options):
-        function = option(function)
-    return function
+        command = option(command)
+    return command
 
 
-def _prepare(paths, select, extend_select, ignore, per_file_ignores, exclude, extend_exclude, config_file, stdin_filename):
-    paths = list(paths) or ["."]
-    try:
-        config = resolve_config(config_file, [Path(stdin_filename) if p == "-" and stdin_filename else Path(p) for p in paths])
-        overrides = {
-            "select": _codes(select, "--select"),
-            "extend_select": _codes(extend_select, "--extend-select"),
-            "ignore": _codes(ignore, "--ignore"),
-            "per_file_ignores": _per_file_ignores(per_file_ignores),
-            "exclude": tuple(_split(exclude)) if exclude else None,
-            "extend_exclude": tuple(_split(extend_exclude)) if extend_exclude else None,
-        }
-        return _linter_for(paths, stdin_filename, config, overrides)
-    except ConfigError as exc:
-        _fail(str(exc))
-        raise  # unreachable
+@dataclass
+class LintRequest:
+    """What to lint and how, as given on the command line."""
 
+    paths: Sequence[str]
+    select: Sequence[str]
+    extend_select: Sequence[str]
+    ignore: Sequence[str]
+    per_file_ignores: Sequence[str]
+    exclude: Sequence[str]
+    extend_exclude: Sequence[str]
+    force_exclude: bool
+    config_file: str | None
+    stdin_filename: str | None
+    no_project: bool
 
-def _run_lint(linter, targets, from_stdin: bool, force_exclude: bool, no_project: bool):
-    from ckptlint.discovery import discover
+    def run(self):
+        """Lint, reporting unreadable paths on stderr; exits 2 on a bad configuration."""
+        from ckptlint.discovery import discover
+        from ckptlint.engine import Linter
 
-    root = None if no_project else project_root_for(linter.config, targets)
-    named = [t for t in targets if not linter.project.has_overlay(t)]
-    discovered = discover(named, linter.is_excluded, force_exclude)
-    stdin_files = [t for t in targets if linter.project.has_overlay(t)] if from_stdin else []
-    return linter.lint_files([*stdin_files, *discovered.files], discovered.problems, root)
+        paths = list(self.paths) or ["."]
+        stdin_path = Path(self.stdin_filename or "-")
+        targets = [stdin_path if p == "-" else Path(p) for p in paths]
+        try:
+            config = resolve_config(self.config_file, targets).with_overrides(
+                select=_codes(self.select, "--select"),
+                extend_select=_codes(self.extend_select, "--extend-select"),
+                ignore=_codes(self.ignore, "--ignore"),
+                per_file_ignores=_per_file_ignores(self.per_file_ignores),
+                exclude=tuple(_split(self.exclude)) if self.exclude else None,
+                extend_exclude=tuple(_split(self.extend_exclude)) if self.extend_exclude else None,
+            )
+        except ConfigError as exc:
+            _fail(str(exc))
+        overlays: dict[Path, bytes | str] = {}
+        if "-" in paths:
+            overlays[Path(os.path.abspath(stdin_path))] = sys.stdin.buffer.read()
+        linter = Linter(config, overlays=overlays)
+        root = None if self.no_project else project_root_for(config, targets)
+        from_stdin = [t for t in targets if linter.project.has_overlay(t)]
+        discovered = discover([t for t in targets if t not in from_stdin], linter.is_excluded, self.force_exclude)
+        result = linter.lint_files([*from_stdin, *discovered.files], discovered.problems, root)
+        _report_problems(result.problems)
+        return result
 
 
 @cli.command("check")
@@ -169,33 +199,11 @@ def _run_lint(linter, targets, from_stdin: bool, force_exclude: bool, no_project
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code.")
 @click.option("--show-source", is_flag=True, help="Print the source line under each finding.")
 @click.option("--quiet", "-q", is_flag=True, help="Print findings only, no summary.")
-def check(
-    paths,
-    select,
-    extend_select,
-    ignore,
-    per_file_ignores,
-    exclude,
-    extend_exclude,
-    force_exclude,
-    config_file,
-    stdin_filename,
-    no_project,
-    output_format,
-    output_file,
-    exit_zero,
-    statistics,
-    show_source,
-    quiet,
-) -> None:
+def check(request: LintRequest, output_format, output_file, exit_zero, statistics, show_source, quiet) -> None:
     """Lint PATHS (files or directories; `-` reads stdin). The default command."""
     from ckptlint.reporters import FORMATS
 
-    linter, targets, from_stdin = _prepare(
-        paths, select, extend_select, ignore, per_file_ignores, exclude, extend_exclude, config_file, stdin_filename
-    )
-    result = _run_lint(linter, targets, from_stdin, force_exclude, no_project)
-    _report_problems(result.problems)
+    result = request.run()
     report = FORMATS[output_format](result, show_source=show_source, statistics=statistics, quiet=quiet)
     if output_file:
         Path(output_file).write_text(report, encoding="utf-8")
@@ -209,30 +217,13 @@ def check(
 @cli.command("calls")
 @lint_options
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def calls(
-    paths,
-    select,
-    extend_select,
-    ignore,
-    per_file_ignores,
-    exclude,
-    extend_exclude,
-    force_exclude,
-    config_file,
-    stdin_filename,
-    no_project,
-    output_format,
-) -> None:
+def calls(request: LintRequest, output_format) -> None:
     """List the checkpoint calls ckptlint recognises in PATHS, with their region and mode."""
     import json
 
     from ckptlint.call_report import describe_call
 
-    linter, targets, from_stdin = _prepare(
-        paths, select, extend_select, ignore, per_file_ignores, exclude, extend_exclude, config_file, stdin_filename
-    )
-    result = _run_lint(linter, targets, from_stdin, force_exclude, no_project)
-    _report_problems(result.problems)
+    result = request.run()
     described = sorted((describe_call(call) for call in result.calls), key=lambda d: (d["path"], d["line"], d["column"]))
     if output_format == "json":
         click.echo(json.dumps(described, indent=2))
