@@ -1,26 +1,38 @@
-"""What the rules read about one linted module: its checkpoint calls (and, later, regions)."""
+"""What the rules read about one linted module: its checkpoint calls and their regions' effects."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ckptlint.calls import CheckpointCall
+from ckptlint.effects import TORCH_RANDOM, Effect
 from ckptlint.finding import Fix, Site
+from ckptlint.region_analysis import RegionAnalysis
 from ckptlint.symbols import ModuleSymbols
 
 
 @dataclass
 class Analysis:
     module: ModuleSymbols
+    regions: RegionAnalysis
     calls: list[CheckpointCall] = field(default_factory=list)
 
     @staticmethod
     def site(call: CheckpointCall, chain: tuple[str, ...] = ()) -> Site:
         return Site(call.path, call.line, call.column, chain)
 
+    def region_effects(self, call: CheckpointCall) -> list[Effect]:
+        return self.regions.region_effects(call)
+
     def stochastic_note(self, call: CheckpointCall) -> str:
-        """For CKP102: whether the region draws from torch's RNG (filled in by region analysis)."""
-        return ""
+        """For CKP102: whether the region draws from torch's RNG, which decides if gradients change."""
+        random_ops = [e for e in self.region_effects(call) if e.kind == TORCH_RANDOM]
+        if random_ops:
+            first = random_ops[0]
+            where = f"{first.module.source.display_path}:{first.node.lineno}"  # type: ignore[attr-defined]
+            more = f" and {len(random_ops) - 1} more" if len(random_ops) > 1 else ""
+            return f"; the region has stochastic torch ops ({first.detail} at {where}{more}), so gradients change"
+        return "; no stochastic torch op was found in the region, so today only speed is affected"
 
     def fixes_for(self, call: CheckpointCall) -> tuple[Fix, ...]:
         return ()

@@ -168,6 +168,14 @@ class ClassIndex:
             if isinstance(ancestor, ClassInfo):
                 yield ancestor
 
+    def find_method(self, info: ClassInfo, name: str) -> tuple[ClassInfo, Scope] | None:
+        """The class in the project MRO that defines `name`, and the method."""
+        for cls in self.mro(info):
+            scope = cls.method(name)
+            if scope is not None:
+                return cls, scope
+        return None
+
     def attribute_assignments(self, info: ClassInfo, attribute: str) -> list[AttributeAssignment]:
         found: list[AttributeAssignment] = []
         for cls in self.mro(info):

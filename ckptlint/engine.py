@@ -22,11 +22,13 @@ from typing import Iterable, Sequence
 from ckptlint.analysis import Analysis
 from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import DEFAULT_CATALOGUE, Catalogue
+from ckptlint.classes import ClassIndex
 from ckptlint.config import Config
 from ckptlint.discovery import ExcludeMatcher, PathProblem, discover
 from ckptlint.finding import Finding, merge_findings
 from ckptlint.noqa import Suppressions, apply_suppressions
 from ckptlint.project import LoadedModule, Project, display_path
+from ckptlint.region_analysis import RegionAnalysis
 from ckptlint.rules import ALL_RULES, Rule
 from ckptlint.source import SourceFile
 
@@ -54,7 +56,9 @@ class Linter:
         self.is_excluded = ExcludeMatcher(config.all_excludes, config.root)
         self.catalogue: Catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
         self.project = Project(is_excluded=self.is_excluded, overlays=overlays, base=self.base)
-        self.finder = CallFinder(self.project, self.catalogue)
+        classes = ClassIndex(self.project)
+        self.finder = CallFinder(self.project, self.catalogue, classes)
+        self.regions = RegionAnalysis(self.project, classes)
         self.rules: list[Rule] = [rule for rule in ALL_RULES if self.selected(rule.code)]
         self._may_checkpoint = _call_site_pattern(self.catalogue)
 
@@ -123,7 +127,7 @@ class Linter:
         if loaded.error is not None:
             return [loaded.error]
         assert loaded.symbols is not None
-        analysis = Analysis(loaded.symbols, self.finder.checkpoint_calls(loaded.symbols))
+        analysis = Analysis(loaded.symbols, self.regions, self.finder.checkpoint_calls(loaded.symbols))
         if result is not None:
             result.calls.extend(analysis.calls)
         findings: list[Finding] = []

@@ -107,8 +107,8 @@ class Finding:
         # region hazards (CKP2xx) sit inside what a call replays; others are about the call
         where = "in region " if self.code.startswith("CKP2") else ""
         text = f"{self.summary} ({where}{first.describe()}"
-        if rest:
-            text += "; also " + "; ".join(site.describe() for site in rest)
+        for site in rest:
+            text += "; also " + site.describe()
         return text + ")"
 
     @property

@@ -93,3 +93,22 @@ def finding_at(
         tuple(sorted(set(sites))),
         tuple(fixes),
     )
+
+
+class RegionRule(Rule):
+    """A rule about what a checkpoint call's region does: reads the region's effects."""
+
+    kinds: frozenset[str] = frozenset()
+
+    def applies(self, call, effect) -> bool:
+        return True
+
+    def check(self, analysis: Analysis) -> Iterator[Finding]:
+        for call in analysis.calls:
+            for effect in analysis.region_effects(call):
+                if effect.kind in self.kinds and self.applies(call, effect):
+                    site = analysis.site(call, effect.chain)
+                    yield finding_at(effect.module, effect.node, self.code, self.describe(call, effect), (site,))
+
+    def describe(self, call, effect) -> str:
+        return effect.detail

@@ -1,0 +1,965 @@
+"""Effect summaries: what running a function does that a replay would do differently or twice.
+
+`FunctionInterpreter` walks one function's statements in order, tracking for each local
+name where its object comes from (`values.Value`): created in the region, an input,
+outer state, a module-level global. It records an `Effect` for every random draw,
+mutation of state that outlives the region, in-place op on a tensor that outlives it,
+running-statistics update, device move and branch on unstable state. Calls into project
+code are followed: `EffectAnalysis.summary` computes each (function, calling context)
+once and the caller adds the callee's effects with the call chain. Rules read effects;
+they never walk trees.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Sequence
+
+from ckptlint import torch_api
+from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.inference import TypeInference, display_name
+from ckptlint.mutability import Mutability
+from ckptlint.project import Project
+from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, ModuleSymbols, Scope
+from ckptlint.values import (
+    CONST,
+    CONST_VALUE,
+    GLOBAL,
+    GRAD_MODE,
+    INPUT,
+    LOCAL,
+    LOCAL_VALUE,
+    OUTER,
+    ClassObjectType,
+    ClassType,
+    ContainerType,
+    FunctionType,
+    RngType,
+    Value,
+    element_types,
+    merge,
+)
+
+RANDOM_DRAW = "random-draw"  # CKP201
+GLOBAL_STATE = "global-state"  # CKP202
+OUTER_STATE = "outer-state"  # CKP203
+TENSOR_STATE = "tensor-state"  # CKP204
+RUNNING_STATS = "running-stats"  # CKP204, undone by wrappers that neutralise running stats
+DEVICE_MOVE = "device-move"  # CKP205
+UNSTABLE_BRANCH = "unstable-branch"  # CKP206
+GRAD_MODE_BRANCH = "grad-mode-branch"  # CKP206 when the replay is reentrant
+TORCH_RANDOM = "torch-random"  # not a finding: tells CKP102 whether RNG matters
+
+MAX_CALL_DEPTH = 12
+_SAME_DEVICE = ClassType("<device of a tensor in the region>")
+_TENSOR = ClassType("torch.Tensor")
+_SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "complex"})
+
+
+@dataclass(frozen=True, eq=False)
+class Effect:
+    kind: str
+    module: ModuleSymbols
+    node: ast.AST
+    detail: str
+    chain: tuple[str, ...] = ()  # functions called from the region entry down to this one
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.kind, id(self.node))
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a function is called with: `self`, its arguments, its closure; entries take inputs."""
+
+    receiver: Value | None = None
+    arguments: tuple[tuple[str, Value], ...] = ()
+    closure: tuple[tuple[str, Value], ...] = ()
+    entry: bool = False  # a region entry: every parameter is an input of the checkpoint call
+
+
+@dataclass(frozen=True)
+class Summary:
+    effects: tuple[Effect, ...] = ()
+    returns: Value = LOCAL_VALUE
+
+
+EMPTY_SUMMARY = Summary()
+
+
+class EffectAnalysis:
+    """Summaries of project functions, each computed once per calling context."""
+
+    def __init__(self, project: Project, classes: ClassIndex, inference: TypeInference, mutability: Mutability):
+        self.project = project
+        self.classes = classes
+        self.inference = inference
+        self.mutability = mutability
+        self._memo: dict[tuple, Summary] = {}
+        self._active: set[tuple] = set()
+
+    def summary(self, module: ModuleSymbols, scope: Scope, context: Context) -> Summary:
+        key = (id(scope.node), context)
+        cached = self._memo.get(key)
+        if cached is not None:
+            return cached
+        if key in self._active or len(self._active) >= MAX_CALL_DEPTH:
+            return EMPTY_SUMMARY  # recursion, or too deep to matter
+        self._active.add(key)
+        try:
+            result = FunctionInterpreter(self, module, scope, context).run()
+        finally:
+            self._active.discard(key)
+        self._memo[key] = result
+        return result
+
+
+class FunctionInterpreter:
+    def __init__(self, analysis: EffectAnalysis, module: ModuleSymbols, scope: Scope, context: Context):
+        self.analysis = analysis
+        self.inference = analysis.inference
+        self.module = module
+        self.scope = scope
+        self.context = context
+        self.env: dict[str, Value] = {}
+        self.closure = dict(context.closure)
+        self.effects: list[Effect] = []
+        self._seen: set[tuple[str, int]] = set()
+        self.returns: list[Value] = []
+
+    # -- driver ---------------------------------------------------------------
+
+    def run(self) -> Summary:
+        self.bind_parameters()
+        node = self.scope.node
+        if isinstance(node, ast.Lambda):
+            self.returns.append(self.eval(node.body))
+        else:
+            self.block(node.body)  # type: ignore[attr-defined]
+        return Summary(tuple(self.effects), merge(self.returns) if self.returns else LOCAL_VALUE)
+
+    def bind_parameters(self) -> None:
+        node = self.scope.node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        given = dict(self.context.arguments)
+        defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults))
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+        parameters = [*positional, *args.kwonlyargs]
+        if positional and self.context.receiver is not None:
+            self.env[positional[0].arg] = self.context.receiver.renamed(positional[0].arg)
+            parameters = parameters[1:]
+        for parameter in parameters:
+            name = parameter.arg
+            annotation = self._annotation_types(parameter.annotation)
+            if name in given:
+                value = given[name]
+            elif self.context.entry:
+                value = Value(frozenset({INPUT}), annotation, path=name)
+            elif name in defaults:
+                value = self._default_value(defaults[name])
+            else:
+                value = Value(frozenset({INPUT}), path=name)
+            if annotation and not value.types:
+                value = value.with_types(annotation)
+            self.env[name] = value.renamed(name)
+        for star in (args.vararg, args.kwarg):
+            if star is not None:
+                passed = given.get(star.arg)
+                self.env[star.arg] = passed or Value(frozenset({INPUT if self.context.entry else LOCAL}), path=star.arg)
+
+    def _annotation_types(self, annotation: ast.expr | None) -> frozenset:
+        if annotation is None:
+            return frozenset()
+        text = ast.unparse(annotation)
+        if text.rpartition(".")[2] in ("Tensor", "FloatTensor", "LongTensor", "BoolTensor"):
+            return frozenset({_TENSOR})
+        if text in _SCALAR_ANNOTATIONS:
+            return frozenset({ClassType(f"builtins.{text}")})
+        return self.inference.annotation_types(annotation, self.module, self.scope.parent or self.scope)
+
+    def _default_value(self, default: ast.expr) -> Value:
+        if isinstance(default, (ast.List, ast.Dict, ast.Set)):
+            return Value(frozenset({OUTER}), path="a mutable default argument")
+        return CONST_VALUE
+
+    # -- effects --------------------------------------------------------------
+
+    def add(self, kind: str, node: ast.AST, detail: str, module: ModuleSymbols | None = None, chain=()) -> None:
+        effect = Effect(kind, module or self.module, node, detail, tuple(chain))
+        if effect.key not in self._seen:
+            self._seen.add(effect.key)
+            self.effects.append(effect)
+
+    def mutate(self, target: Value, node: ast.AST, action: str, tensor: bool = False) -> None:
+        """`target` is changed by `node`: a hazard when it outlives the region."""
+        if not target.outlives_region:
+            return
+        what = f"`{target.path}`" if target.path else "an object"
+        globals_ = target.global_names
+        if globals_:
+            self.add(
+                GLOBAL_STATE,
+                node,
+                f"{action} {what}, module-level state that outlives the region: the replay does it again",
+            )
+            return
+        if tensor or self._is_tensor_state(target):
+            kind_of = self._tensor_kind(target)
+            self.add(TENSOR_STATE, node, f"{action} {kind_of} {what}, which outlives the region: the replay applies it again")
+            return
+        self.add(OUTER_STATE, node, f"{action} {what}, which outlives the region: the replay does it again")
+
+    def _is_tensor_state(self, value: Value) -> bool:
+        if value.attribute is not None and self._is_buffer_or_parameter(value.attribute):
+            return True
+        return _TENSOR in value.types
+
+    def _tensor_kind(self, value: Value) -> str:
+        if value.attribute is not None and self._is_buffer_or_parameter(value.attribute):
+            return "buffer/parameter"
+        if INPUT in value.origins:
+            return "input"
+        return "tensor"
+
+    def _is_buffer_or_parameter(self, attribute: tuple[str, str]) -> bool:
+        class_name, name = attribute
+        info = self.analysis.classes.by_name(class_name)
+        return info is not None and name in self.analysis.mutability.tensor_attributes(info)
+
+    def branch(self, test: ast.AST, value: Value) -> None:
+        reasons = sorted(value.volatile - {GRAD_MODE})
+        if GRAD_MODE in value.volatile:
+            self.add(
+                GRAD_MODE_BRANCH,
+                test,
+                "branches on torch.is_grad_enabled(): reentrant checkpoint runs the forward under no_grad "
+                "and the replay with grad enabled, so the two take different paths",
+            )
+        if reasons:
+            self.add(
+                UNSTABLE_BRANCH,
+                test,
+                "control flow depends on " + "; ".join(reasons) + ", which can differ between forward and replay",
+            )
+
+    # -- statements -----------------------------------------------------------
+
+    def block(self, statements: Sequence[ast.stmt]) -> None:
+        for statement in statements:
+            self.statement(statement)
+
+    def branches(self, *bodies: Sequence[ast.stmt]) -> None:
+        """Run alternative bodies from the same state and merge what names may hold after."""
+        start = dict(self.env)
+        outcomes = []
+        for body in bodies:
+            self.env = dict(start)
+            self.block(body)
+            outcomes.append(self.env)
+        self.env = _merge_envs(outcomes)
+
+    def loop(self, body: Sequence[ast.stmt], orelse: Sequence[ast.stmt]) -> None:
+        start = dict(self.env)
+        self.block(body)
+        self.env = _merge_envs([start, self.env])
+        self.block(body)  # second pass sees what the first iteration rebound
+        self.env = _merge_envs([start, self.env])
+        self.block(orelse)
+
+    def statement(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Expr):
+            self.eval(node.value)
+        elif isinstance(node, ast.Assign):
+            value = self.eval(node.value)
+            for target in node.targets:
+                self.assign(target, value, node)
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self.assign(node.target, self.eval(node.value), node)
+        elif isinstance(node, ast.AugAssign):
+            self.augmented_assign(node)
+        elif isinstance(node, ast.Return):
+            if node.value is not None:
+                self.returns.append(self.eval(node.value))
+        elif isinstance(node, ast.If):
+            self.branch(node.test, self.eval(node.test))
+            self.branches(node.body, node.orelse)
+        elif isinstance(node, ast.While):
+            self.branch(node.test, self.eval(node.test))
+            self.loop(node.body, node.orelse)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            iterable = self.eval(node.iter)
+            self.branch(node.iter, iterable)
+            self.assign(node.target, self.element(iterable, node.iter), node)
+            self.loop(node.body, node.orelse)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                self.eval(item.context_expr)
+                if item.optional_vars is not None:
+                    self.assign(item.optional_vars, LOCAL_VALUE, node)
+            self.block(node.body)
+        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            self.block(node.body)
+            handlers = []
+            for handler in node.handlers:
+                if handler.name:
+                    self.env[handler.name] = LOCAL_VALUE
+                handlers.append(handler.body)
+            self.branches(node.orelse, *handlers)
+            self.block(node.finalbody)
+        elif isinstance(node, ast.Match):
+            self.eval(node.subject)
+            self.branches(*(case.body for case in node.cases))
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript):
+                    self.mutate(self.eval(target.value), target, "`del` on an item of")
+                elif isinstance(target, ast.Attribute):
+                    self.mutate(self.eval(target.value), target, f"`del .{target.attr}` on")
+        elif isinstance(node, (ast.Raise, ast.Assert)):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.eval(child)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                self.eval(decorator)
+            self.env[node.name] = Value(frozenset({LOCAL}), frozenset({self.local_function(node)}), path=node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                name = alias.asname or alias.name.partition(".")[0]
+                self.env[name] = Value(frozenset({CONST}), path=name)
+
+    def assign(self, target: ast.expr, value: Value, node: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            name = target.id
+            if name in self.scope.globals:
+                self.add(GLOBAL_STATE, target, f"rebinds module-level `{name}` (declared global): the replay does it again")
+                return
+            if name in self.scope.nonlocals:
+                self.add(
+                    GLOBAL_STATE,
+                    target,
+                    f"rebinds `{name}` of the enclosing function (declared nonlocal), which outlives the region: "
+                    "the replay does it again",
+                )
+                return
+            self.env[name] = replace(value, path=name)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            element = self.element(value, None)
+            for item in target.elts:
+                self.assign(item, element if element.types or not value.types else replace(value, types=frozenset()), node)
+        elif isinstance(target, ast.Starred):
+            self.assign(target.value, value, node)
+        elif isinstance(target, ast.Attribute):
+            base = self.eval(target.value)
+            attribute = self._attribute_of(base, target.attr)
+            self.mutate(attribute if attribute.attribute else base, target, f"assigns `.{target.attr}` of", tensor=False)
+        elif isinstance(target, ast.Subscript):
+            base = self.eval(target.value)
+            self.eval(target.slice)
+            self.mutate(base, target, "item assignment into", tensor=self._input_tensor(base))
+
+    def augmented_assign(self, node: ast.AugAssign) -> None:
+        value = self.eval(node.value)
+        target = node.target
+        symbol = _OPERATOR_SYMBOLS.get(type(node.op), "op") + "="
+        if isinstance(target, ast.Name):
+            name = target.id
+            if name in self.scope.globals or name in self.scope.nonlocals:
+                self.assign(target, value, node)
+                return
+            current = self.eval(target)
+            if current.outlives_region and self._input_tensor(current):
+                self.mutate(current, target, f"in-place `{symbol}` on", tensor=True)
+                return
+            self.env[name] = current if self._input_tensor(current) else Value(volatile=current.volatile | value.volatile, path=name)
+        elif isinstance(target, ast.Attribute):
+            base = self.eval(target.value)
+            attribute = self._attribute_of(base, target.attr)
+            self.mutate(attribute if attribute.attribute else base, target, f"`{symbol}` on `.{target.attr}` of")
+        elif isinstance(target, ast.Subscript):
+            base = self.eval(target.value)
+            self.eval(target.slice)
+            self.mutate(base, target, f"in-place `{symbol}` on an item of", tensor=self._input_tensor(base))
+
+    def _input_tensor(self, value: Value) -> bool:
+        """A tensor, or an input without a non-tensor annotation (checkpoint inputs are tensors)."""
+        if _TENSOR in value.types:
+            return True
+        if value.types & {ClassType(f"builtins.{t}") for t in _SCALAR_ANNOTATIONS}:
+            return False
+        if any(isinstance(t, ContainerType) for t in value.types):
+            return False
+        return INPUT in value.origins and not value.types
+
+    # -- expressions ----------------------------------------------------------
+
+    def eval(self, node: ast.AST | None) -> Value:
+        if node is None:
+            return CONST_VALUE
+        method = getattr(self, "eval_" + type(node).__name__, None)
+        if method is not None:
+            return method(node)
+        volatile: set[str] = set()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                volatile |= self.eval(child).volatile
+        return Value(volatile=frozenset(volatile))
+
+    def eval_Constant(self, node: ast.Constant) -> Value:
+        return CONST_VALUE
+
+    def eval_Name(self, node: ast.Name) -> Value:
+        name = node.id
+        if name in self.env:
+            return self.env[name]
+        if name in self.closure:
+            return self.closure[name]
+        return self.free_name(name, node)
+
+    def free_name(self, name: str, node: ast.Name) -> Value:
+        module = self.module
+        binding = module.binding(self.scope, name, node.lineno)
+        if binding is None:
+            return Value(frozenset({CONST}), path=name)
+        if binding.scope is self.scope or binding.scope.kind == COMPREHENSION:
+            return Value(types=self.inference.binding_types(module, binding, 1), path=name)
+        if binding.scope.kind == MODULE:
+            return self.global_value(name, binding)
+        owner = self.inference.self_class(module, binding.scope, name) if binding.kind == "param" else None
+        types = frozenset({ClassType(owner.qualified_name)}) if owner else self.inference.binding_types(module, binding, 1)
+        return Value(frozenset({OUTER}), types, path=name)
+
+    def global_value(self, name: str, binding) -> Value:
+        module = self.module
+        types = self.inference.binding_types(module, binding, 1)
+        if binding.kind in (DEF, CLASSDEF):
+            return Value(frozenset({CONST}), types, path=name)
+        if binding.kind == IMPORT:
+            found = self.analysis.project.global_binding(binding.target) if binding.target else None
+            if found is not None and found[1].kind in (ASSIGN, OTHER, LOOP):
+                other, other_binding = found
+                return self._global_object(other, other_binding.name, types)
+            return Value(frozenset({CONST}), types, path=name)
+        return self._global_object(module, name, types)
+
+    def _global_object(self, module: ModuleSymbols, name: str, types: frozenset) -> Value:
+        reason = self.analysis.mutability.mutable_globals(module).get(name)
+        volatile = frozenset({f"global `{name}` ({reason})"}) if reason else frozenset()
+        return Value(frozenset({GLOBAL + name}), types, volatile, path=name)
+
+    def eval_Attribute(self, node: ast.Attribute) -> Value:
+        qualified = self.module.qualified_name(node, self.scope)
+        if qualified is not None and self._names_a_module_attribute(node):
+            found = self.analysis.project.global_binding(qualified)
+            if found is not None and found[1].kind in (ASSIGN, OTHER, LOOP):
+                types = self.inference.binding_types(found[0], found[1], 1)
+                return self._global_object(found[0], found[1].name, types)
+            return Value(frozenset({CONST}), self.inference.types(node, self.module, self.scope), path=ast.unparse(node))
+        return self._attribute_of(self.eval(node.value), node.attr)
+
+    def _names_a_module_attribute(self, node: ast.Attribute) -> bool:
+        """`np.random`, `config.FLAG`: the chain starts at an imported module, not at a value."""
+        base = node.value
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        if not isinstance(base, ast.Name) or base.id in self.env or base.id in self.closure:
+            return False
+        binding = self.module.binding(self.scope, base.id, base.lineno)
+        return binding is not None and binding.kind == IMPORT
+
+    def _attribute_of(self, base: Value, attribute: str) -> Value:
+        path = f"{base.path}.{attribute}" if base.path else attribute
+        if attribute == "device" and (not base.outlives_region or INPUT in base.origins):
+            return Value(frozenset({LOCAL}), frozenset({_SAME_DEVICE}), path=path)
+        if attribute in ("shape", "dtype", "ndim", "is_cuda", "requires_grad", "training"):
+            return Value(frozenset({CONST}), volatile=base.volatile, path=path)
+        if not base.outlives_region:
+            return Value(base.origins, volatile=base.volatile, path=path)
+        types: set = set()
+        volatile = set(base.volatile)
+        owner: tuple[str, str] | None = None
+        for item in base.types:
+            if isinstance(item, ClassType):
+                info = self.analysis.classes.by_name(item.name)
+                if info is None:
+                    continue
+                types.update(self.inference.attribute_types(info, attribute))
+                owner = (info.qualified_name, attribute)
+                reason = self.analysis.mutability.mutable_attributes(info).get(attribute)
+                if reason is not None:
+                    volatile.add(f"`{path}` ({reason})")
+        return Value(base.origins, frozenset(types), frozenset(volatile), path, owner)
+
+    def eval_Subscript(self, node: ast.Subscript) -> Value:
+        base = self.eval(node.value)
+        index = self.eval(node.slice)
+        types = base.types if isinstance(node.slice, ast.Slice) else element_types(base.types)
+        return Value(base.origins, types, base.volatile | index.volatile, f"{base.path}[...]", base.attribute)
+
+    def eval_BinOp(self, node: ast.BinOp) -> Value:
+        left, right = self.eval(node.left), self.eval(node.right)
+        return Value(volatile=left.volatile | right.volatile)
+
+    def eval_UnaryOp(self, node: ast.UnaryOp) -> Value:
+        return Value(volatile=self.eval(node.operand).volatile)
+
+    def eval_Compare(self, node: ast.Compare) -> Value:
+        volatile = self.eval(node.left).volatile
+        for comparator in node.comparators:
+            volatile |= self.eval(comparator).volatile
+        return Value(volatile=volatile)
+
+    def eval_BoolOp(self, node: ast.BoolOp) -> Value:
+        return merge([self.eval(value) for value in node.values])
+
+    def eval_IfExp(self, node: ast.IfExp) -> Value:
+        self.branch(node.test, self.eval(node.test))
+        return merge([self.eval(node.body), self.eval(node.orelse)])
+
+    def eval_NamedExpr(self, node: ast.NamedExpr) -> Value:
+        value = self.eval(node.value)
+        self.assign(node.target, value, node)
+        return value
+
+    def eval_Lambda(self, node: ast.Lambda) -> Value:
+        return Value(frozenset({LOCAL}), frozenset({self.local_function(node)}), path="<lambda>")
+
+    def eval_Starred(self, node: ast.Starred) -> Value:
+        return self.eval(node.value)
+
+    def _literal(self, elements: Iterable[ast.AST | None], kind: str) -> Value:
+        types: set = set()
+        volatile: set[str] = set()
+        for element in elements:
+            value = self.eval(element)
+            volatile |= value.volatile
+            types.update(element_types(value.types) if isinstance(element, ast.Starred) else value.types)
+        return Value(types=frozenset({ContainerType(kind, frozenset(types))}), volatile=frozenset(volatile))
+
+    def eval_List(self, node: ast.List) -> Value:
+        return self._literal(node.elts, torch_api.SEQUENCE)
+
+    def eval_Tuple(self, node: ast.Tuple) -> Value:
+        return self._literal(node.elts, torch_api.SEQUENCE)
+
+    def eval_Set(self, node: ast.Set) -> Value:
+        return self._literal(node.elts, torch_api.SEQUENCE)
+
+    def eval_Dict(self, node: ast.Dict) -> Value:
+        for key in node.keys:
+            self.eval(key)
+        return self._literal(node.values, torch_api.MAPPING)
+
+    def _comprehension(self, node, elements: list[ast.expr], kind: str) -> Value:
+        saved = dict(self.env)
+        for generator in node.generators:
+            iterable = self.eval(generator.iter)
+            self.assign(generator.target, self.element(iterable, generator.iter), node)
+            for condition in generator.ifs:
+                self.eval(condition)
+        types: set = set()
+        for element in elements:
+            types.update(self.eval(element).types)
+        self.env = saved
+        return Value(types=frozenset({ContainerType(kind, frozenset(types))}))
+
+    def eval_ListComp(self, node: ast.ListComp) -> Value:
+        return self._comprehension(node, [node.elt], torch_api.SEQUENCE)
+
+    def eval_SetComp(self, node: ast.SetComp) -> Value:
+        return self._comprehension(node, [node.elt], torch_api.SEQUENCE)
+
+    def eval_GeneratorExp(self, node: ast.GeneratorExp) -> Value:
+        return self._comprehension(node, [node.elt], torch_api.SEQUENCE)
+
+    def eval_DictComp(self, node: ast.DictComp) -> Value:
+        return self._comprehension(node, [node.key, node.value], torch_api.MAPPING)
+
+    def element(self, iterable: Value, node: ast.AST | None) -> Value:
+        """What iterating over or unpacking `iterable` gives: the same ownership, element types."""
+        if isinstance(node, ast.Call):
+            name = self.module.qualified_name(node.func, self.scope)
+            if name in ("builtins.range", "builtins.len"):
+                return Value(volatile=iterable.volatile)
+        return Value(iterable.origins, element_types(iterable.types), iterable.volatile, f"{iterable.path}[...]", iterable.attribute)
+
+    def local_function(self, node: ast.AST) -> FunctionType:
+        """A function defined in the region: it sees the current values of the names it uses."""
+        scope = self.module.scope_of[id(node)]
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        free = {name: value for name, value in self.closure.items() if name in used and name not in scope.bindings}
+        free.update((name, value) for name, value in self.env.items() if name in used and name not in scope.bindings)
+        return self.inference.function(self.module, scope, bound=sorted(free.items(), key=lambda item: item[0]))
+
+    # -- calls ----------------------------------------------------------------
+
+    def eval_Call(self, node: ast.Call) -> Value:
+        func = node.func
+        arguments = [self.eval(a) for a in node.args]
+        keywords = {k.arg: self.eval(k.value) for k in node.keywords if k.arg is not None}
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                self.eval(keyword.value)
+        name = self._callee_name(func)
+        if name is not None:
+            known = self.library_call(name, node, arguments, keywords)
+            if known is not None:
+                return known
+        if isinstance(func, ast.Attribute):
+            if _is_super_call(func.value, self.module, self.scope):
+                return self.super_call(func.attr, node, arguments, keywords)
+            receiver = self.eval(func.value)
+            return self.method_call(receiver, func.attr, node, arguments, keywords)
+        return self.invoke(self.eval(func), node, arguments, keywords)
+
+    def _callee_name(self, func: ast.expr) -> str | None:
+        base = func
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        if isinstance(base, ast.Name) and (base.id in self.env or base.id in self.closure):
+            return None
+        name = self.module.qualified_name(func, self.scope)
+        return None if name is None else self.analysis.project.canonical_name(name)
+
+    def library_call(self, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
+        short = torch_api.short_name(name)
+        volatile = frozenset().union(*(v.volatile for v in [*arguments, *keywords.values()]))
+        if torch_api.is_python_draw(name):
+            self.add(
+                RANDOM_DRAW,
+                node,
+                f"`{ast.unparse(node.func)}()` draws from Python's global `random` generator, which checkpoint does "
+                "not save: the replay draws a different number",
+            )
+            return Value(volatile=frozenset({f"a random draw (`{ast.unparse(node.func)}()`)"}))
+        if torch_api.is_numpy_draw(name):
+            self.add(
+                RANDOM_DRAW,
+                node,
+                f"`{ast.unparse(node.func)}()` draws from NumPy's global generator, which checkpoint does not save: "
+                "the replay draws different numbers",
+            )
+            return Value(volatile=frozenset({f"a random draw (`{ast.unparse(node.func)}()`)"}))
+        if name in torch_api.PYTHON_RNG_CLASSES:
+            return Value(types=frozenset({RngType("python", bool(node.args or node.keywords))}))
+        if name.startswith("numpy.random.") and short in torch_api.NUMPY_RNG_CONSTRUCTORS:
+            return Value(types=frozenset({RngType("numpy", bool(node.args or node.keywords))}))
+        if name in torch_api.TORCH_RANDOM_FUNCTIONS or (
+            name == "torch.nn.functional.scaled_dot_product_attention" and _has_dropout(node)
+        ):
+            self.add(TORCH_RANDOM, node, f"`{ast.unparse(node.func)}()`")
+        if name in torch_api.CLOCK_FUNCTIONS:
+            return Value(volatile=frozenset({f"wall-clock time (`{ast.unparse(node.func)}()`)"}))
+        if name in torch_api.GRAD_MODE_FUNCTIONS:
+            return Value(volatile=frozenset({GRAD_MODE}))
+        if name == "torch.nn.functional.batch_norm":
+            self._functional_batch_norm(node, arguments, keywords)
+            return LOCAL_VALUE
+        if name == "builtins.getattr" and arguments:
+            attribute = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+            if isinstance(attribute, str):
+                return self._attribute_of(arguments[0], attribute)
+            return Value(arguments[0].origins, volatile=arguments[0].volatile, path=arguments[0].path)
+        if name == "builtins.setattr" and arguments:
+            self.mutate(arguments[0], node, "`setattr()` on")
+            return CONST_VALUE
+        if name == "builtins.super":
+            return CONST_VALUE
+        if name.startswith("builtins."):
+            if short in torch_api.VOLATILITY_PRESERVING_BUILTINS:
+                return Value(volatile=volatile)
+            return None if short in ("next", "iter", "map", "filter", "zip", "enumerate", "reversed", "sorted") else LOCAL_VALUE
+        if name.startswith("torch."):
+            return self._torch_call(name, node, arguments, keywords)
+        return None
+
+    def _torch_call(self, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
+        if "out" in keywords:
+            self.mutate(keywords["out"], node, f"`{ast.unparse(node.func)}(out=...)` writes into", tensor=True)
+        if name.startswith("torch.nn.init.") and name.endswith("_") and arguments:
+            self.mutate(arguments[0], node, f"in-place `{ast.unparse(node.func)}()` on", tensor=True)
+        device = _keyword(node, "device")
+        if device is not None:
+            self.device_move(node, device, f"`{ast.unparse(node.func)}(device=...)` creates a tensor")
+        short = torch_api.short_name(name)
+        if short[:1].isupper():
+            if name.startswith("torch.nn.") and short in torch_api.TORCH_CONTAINERS:
+                return Value(types=self.inference.types(node, self.module, self.scope))
+            return Value(types=frozenset({self.inference.instance(name, node)}))
+        if short in torch_api.VIEW_METHODS and arguments:
+            return Value(arguments[0].origins, arguments[0].types, path=arguments[0].path, attribute=arguments[0].attribute)
+        return LOCAL_VALUE
+
+    def _functional_batch_norm(self, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> None:
+        running = keywords.get("running_mean") or (arguments[1] if len(arguments) > 1 else None)
+        training = _keyword(node, "training")
+        if training is None and len(node.args) > 5:
+            training = node.args[5]
+        if running is not None and running.outlives_region and not (isinstance(training, ast.Constant) and not training.value):
+            self.add(
+                RUNNING_STATS,
+                node,
+                f"`{ast.unparse(node.func)}()` updates the running statistics `{running.path}` in training: "
+                "the replay updates them a second time",
+            )
+
+    def method_call(self, receiver: Value, method: str, node: ast.Call, arguments, keywords) -> Value:
+        text = f"{receiver.path}.{method}" if receiver.path else method
+        rngs = [t for t in receiver.types if isinstance(t, RngType)]
+        if rngs and method not in torch_api.RNG_METHODS_NOT_DRAWS:
+            if receiver.outlives_region or any(not rng.seeded for rng in rngs):
+                library = "Python" if rngs[0].library == "python" else "NumPy"
+                self.add(
+                    RANDOM_DRAW,
+                    node,
+                    f"`{text}()` draws from a {library} generator that checkpoint does not save: "
+                    "the replay draws different numbers",
+                )
+                return Value(volatile=frozenset({f"a random draw (`{text}()`)"}))
+            return LOCAL_VALUE
+        if method in torch_api.DEVICE_MOVE_METHODS:
+            self.add(
+                DEVICE_MOVE,
+                node,
+                f"`.{method}()` moves `{receiver.path or 'a tensor'}` to another device inside the region: checkpoint "
+                "saves the RNG state only of the inputs' devices, and the replay copies again",
+            )
+            return LOCAL_VALUE
+        if method == "to":
+            device = node.args[0] if node.args else _keyword(node, "device")
+            if device is not None:
+                self.device_move(node, device, f"`.to(...)` moves `{receiver.path or 'a tensor'}`")
+            return LOCAL_VALUE
+        if method.endswith("_") and not method.startswith("_") and method not in torch_api.NOT_INPLACE:
+            self.mutate(receiver, node, f"in-place `.{method}()` on", tensor=True)
+            if method in torch_api.TORCH_RANDOM_INPLACE_METHODS:
+                self.add(TORCH_RANDOM, node, f"`.{method}()`")
+            return receiver
+        if method in torch_api.CONTAINER_MUTATORS or (
+            method in torch_api.CONTAINER_ONLY_MUTATORS and any(isinstance(t, ContainerType) for t in receiver.types)
+        ):
+            self.mutate(receiver, node, f"`.{method}()` on")
+            if method in ("pop", "setdefault", "popitem", "popleft"):
+                return Value(receiver.origins, element_types(receiver.types), path=f"{text}()")
+            return LOCAL_VALUE
+        if method in ("register_buffer", "register_parameter"):
+            self.mutate(receiver, node, f"`.{method}()` on", tensor=True)
+            return CONST_VALUE
+        results = self.bound_methods(receiver, method, node, arguments, keywords)
+        if results is not None:
+            return results
+        attribute = self._attribute_of(receiver, method)
+        if any(isinstance(t, (ClassType, FunctionType, ContainerType)) for t in attribute.types):
+            return self.invoke(attribute, node, arguments, keywords)  # `self.block(x)`: a module attribute
+        if method in torch_api.ALIASING_METHODS:
+            types = element_types(receiver.types) if method in ("get", "setdefault", "values", "__getitem__") else receiver.types
+            return Value(receiver.origins, types, receiver.volatile, f"{text}()", receiver.attribute)
+        return Value(volatile=receiver.volatile)
+
+    def bound_methods(self, receiver: Value, method: str, node: ast.Call, arguments, keywords) -> Value | None:
+        """Calls of project methods on a receiver of known class (`self.helper(x)`, `block.forward(x)`)."""
+        results: list[Value] = []
+        for item in receiver.types:
+            if isinstance(item, ClassType):
+                info = self.analysis.classes.by_name(item.name)
+                if info is None:
+                    continue
+                if method in ("forward", "__call__"):
+                    results.append(self.call_module(receiver, item, node, arguments, keywords))
+                    continue
+                found = self.analysis.classes.find_method(info, method)
+                if found is not None:
+                    owner, scope = found
+                    function = self.inference.function(owner.module, scope, receiver)
+                    results.append(self.call_function(function, node, arguments, keywords))
+            elif isinstance(item, FunctionType) and method == "__call__":
+                results.append(self.call_function(item, node, arguments, keywords))
+        return merge(results) if results else None
+
+    def super_call(self, method: str, node: ast.Call, arguments, keywords) -> Value:
+        """`super().forward(x)`: the next definition in the method resolution order."""
+        owner_scope = self.scope.parent
+        receiver = self.env.get(self.scope.first_parameter() or "", None)
+        if owner_scope is None or owner_scope.kind != "class" or receiver is None:
+            return LOCAL_VALUE
+        classes = self.analysis.classes
+        owner = classes.info(self.module, owner_scope)
+        for ancestor in classes.ancestors(owner):
+            if isinstance(ancestor, str):
+                short = torch_api.torch_class(ancestor)
+                if method == "forward" and short in torch_api.TORCH_BATCH_NORM_MODULES:
+                    self._running_stats(node, receiver.path or "self", short)
+                continue
+            scope = ancestor.method(method)
+            if scope is not None:
+                function = self.inference.function(ancestor.module, scope, receiver)
+                return self.call_function(function, node, arguments, keywords)
+        return LOCAL_VALUE
+
+    def invoke(self, callee: Value, node: ast.Call, arguments, keywords) -> Value:
+        results: list[Value] = []
+        for item in callee.types:
+            if isinstance(item, FunctionType):
+                results.append(self.call_function(item, node, arguments, keywords))
+            elif isinstance(item, ClassType):
+                results.append(self.call_module(callee, item, node, arguments, keywords))
+            elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
+                for element in item.elements:
+                    results.append(self.invoke(Value(callee.origins, frozenset({element}), path=callee.path), node, arguments, keywords))
+            elif isinstance(item, ClassObjectType):
+                results.append(Value(types=frozenset({self.inference.instance(item.name, node)})))
+        return merge(results) if results else LOCAL_VALUE
+
+    def call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments, keywords) -> Value:
+        """Calling an `nn.Module` instance runs its forward."""
+        short = item.short
+        if item.running_stats:
+            self._running_stats(node, module_value.path or ast.unparse(node.func), short)
+        if torch_api.torch_class(item.name) in torch_api.TORCH_DROPOUT_MODULES:
+            self.add(TORCH_RANDOM, node, f"`{ast.unparse(node.func)}` ({short})")
+            return LOCAL_VALUE
+        info = self.analysis.classes.by_name(item.name)
+        if info is None:
+            return LOCAL_VALUE
+        for method in ("forward", "__call__"):
+            found = self.analysis.classes.find_method(info, method)
+            if found is not None:
+                owner, scope = found
+                function = self.inference.function(owner.module, scope, module_value.renamed("self"))
+                return self.call_function(function, node, arguments, keywords)
+        if any(
+            isinstance(a, str) and torch_api.torch_class(a) in torch_api.TORCH_DROPOUT_MODULES
+            for a in self.analysis.classes.ancestors(info)
+        ):
+            self.add(TORCH_RANDOM, node, f"`{ast.unparse(node.func)}` ({short})")
+        return LOCAL_VALUE
+
+    def _running_stats(self, node: ast.AST, path: str, short: str) -> None:
+        self.add(
+            RUNNING_STATS,
+            node,
+            f"`{path}` ({short}) updates running_mean/running_var in training: the replay updates them a second time "
+            "(momentum applied twice)",
+        )
+
+    def call_function(self, function: FunctionType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
+        module: ModuleSymbols = function.module  # type: ignore[assignment]
+        scope = module.scope_of.get(id(function.node)) if module is not None else None
+        if scope is None:
+            return LOCAL_VALUE
+        context = _call_context(function, scope, node, arguments, keywords)
+        summary = self.analysis.summary(module, scope, context)
+        for effect in summary.effects:
+            self.add(effect.kind, effect.node, effect.detail, effect.module, (function.name, *effect.chain))
+        return summary.returns
+
+    def device_move(self, node: ast.AST, device: ast.expr, what: str) -> None:
+        described = self._explicit_device(device)
+        if described is not None:
+            self.add(
+                DEVICE_MOVE,
+                node,
+                f"{what} on {described} inside the region: checkpoint saves the RNG state only of the inputs' devices, "
+                "and the replay copies again",
+            )
+
+    def _explicit_device(self, device: ast.expr) -> str | None:
+        """How the code names a device other than an input's, or None (a dtype, `x.device`, a tensor)."""
+        if isinstance(device, ast.Constant):
+            return repr(device.value) if isinstance(device.value, str) else None
+        if isinstance(device, ast.Call):
+            name = self.module.qualified_name(device.func, self.scope)
+            return ast.unparse(device) if name == "torch.device" else None
+        value = self.eval(device)
+        if _SAME_DEVICE in value.types:
+            return None
+        if isinstance(device, ast.Name):
+            lowered = device.id.lower()
+            return f"`{device.id}`" if "device" in lowered or lowered in ("dev", "gpu", "cuda") else None
+        if isinstance(device, ast.Attribute):
+            return f"`{ast.unparse(device)}`" if "device" in device.attr.lower() else None
+        return None
+
+
+_OPERATOR_SYMBOLS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+    ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
+}  # fmt: skip
+
+
+def _merge_envs(envs: list[dict[str, Value]]) -> dict[str, Value]:
+    names: dict[str, list[Value]] = {}
+    for env in envs:
+        for name, value in env.items():
+            names.setdefault(name, []).append(value)
+    return {name: merge(values) for name, values in names.items()}
+
+
+def _keyword(node: ast.Call, name: str) -> ast.expr | None:
+    for keyword in node.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    return None
+
+
+def _has_dropout(node: ast.Call) -> bool:
+    dropout = _keyword(node, "dropout_p")
+    if dropout is None and len(node.args) > 4:
+        dropout = node.args[4]
+    return dropout is not None and not (isinstance(dropout, ast.Constant) and not dropout.value)
+
+
+def _is_super_call(expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "super"
+
+
+def _call_context(function: FunctionType, scope: Scope, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Context:
+    """Bind a call's argument values to the callee's parameters (after partial/closure bindings)."""
+    definition = scope.node
+    bound = dict(function.bound)
+    params: list[str] = []
+    vararg = kwarg = None
+    if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        params = [a.arg for a in (*definition.args.posonlyargs, *definition.args.args)]
+        vararg = definition.args.vararg.arg if definition.args.vararg else None
+        kwarg = definition.args.kwarg.arg if definition.args.kwarg else None
+        keyword_only = [a.arg for a in definition.args.kwonlyargs]
+    else:
+        keyword_only = []
+    if function.receiver is not None and params:
+        params = params[1:]
+    free = [name for name in params if name not in bound]
+    values: dict[str, Value] = {name: value for name, value in bound.items() if name in params or name in keyword_only}
+    closure = tuple((name, value) for name, value in bound.items() if name not in values)
+    first_star = next((i for i, a in enumerate(node.args) if isinstance(a, ast.Starred)), None)
+    positional = arguments if first_star is None else arguments[:first_star]
+    star_values = [] if first_star is None else list(arguments[first_star:])
+    for name, value in zip(free, positional):
+        values[name] = value
+    star_values.extend(positional[len(free) :])
+    if first_star is not None:  # `*args` may fill the remaining parameters
+        for name in free[len(positional) :]:
+            values.setdefault(name, merge(star_values))
+    for name, value in keywords.items():
+        if name in params or name in keyword_only:
+            values[name] = value
+    if vararg is not None and star_values:
+        values[vararg] = merge(star_values)
+    if kwarg is not None:
+        extra = [v for k, v in keywords.items() if k not in params and k not in keyword_only]
+        if extra:
+            values[kwarg] = merge(extra)
+    arguments_ = tuple(sorted((name, _normalised(value, name)) for name, value in values.items()))
+    receiver = _normalised(function.receiver, "self") if function.receiver is not None else None
+    return Context(receiver, arguments_, tuple(sorted((n, _normalised(v, n)) for n, v in closure)))
+
+
+def _normalised(value: Value, name: str) -> Value:
+    """The value as the callee sees it: named by its parameter (so summaries are shared)."""
+    return Value(value.origins, value.types, value.volatile, name, value.attribute)

@@ -1,0 +1,414 @@
+"""What an expression is, from the bindings that produce it: enough types to follow calls.
+
+`self.block` is a `Block` because `__init__` assigned `Block(...)` (or an annotation says
+so); `layer` in `for layer in self.layers` is an element of `nn.ModuleList([...])`;
+`block_fn(...)` makes a `Bottleneck` because the parameter defaults to that class; a
+factory returns `Block(...)`; `create_custom_forward(module)` returns an inner function
+with `module` bound. Flow-insensitive and depth-limited: it only needs to be right
+about what project code a region can run.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterable
+
+from ckptlint import torch_api
+from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.project import Project
+from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, PARAM, Binding, ModuleSymbols, Scope
+from ckptlint.values import (
+    OUTER,
+    ClassObjectType,
+    ClassType,
+    ContainerType,
+    FunctionType,
+    RngType,
+    Value,
+    element_types,
+)
+
+MAX_DEPTH = 10
+EMPTY: frozenset = frozenset()
+
+
+class TypeInference:
+    def __init__(self, project: Project, classes: ClassIndex):
+        self.project = project
+        self.classes = classes
+        self._attribute_types: dict[tuple[int, str], frozenset] = {}
+        self._returns: dict[int, list[ast.expr]] = {}
+
+    # -- expressions ----------------------------------------------------------
+
+    def types(self, expr: ast.AST | None, module: ModuleSymbols, scope: Scope, depth: int = 0) -> frozenset:
+        if expr is None or depth > MAX_DEPTH:
+            return EMPTY
+        if isinstance(expr, ast.Call):
+            return self._call_types(expr, module, scope, depth)
+        if isinstance(expr, ast.Name):
+            return self._name_types(expr, module, scope, depth)
+        if isinstance(expr, ast.Attribute):
+            return self._attribute_expr_types(expr, module, scope, depth)
+        if isinstance(expr, ast.Subscript):
+            base = self.types(expr.value, module, scope, depth + 1)
+            if isinstance(expr.slice, ast.Slice):
+                return base
+            return element_types(base)
+        if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
+            return frozenset({ContainerType(torch_api.SEQUENCE, self._elements(expr.elts, module, scope, depth))})
+        if isinstance(expr, ast.Dict):
+            values = frozenset().union(*(self.types(v, module, scope, depth + 1) for v in expr.values))
+            return frozenset({ContainerType(torch_api.MAPPING, values)})
+        if isinstance(expr, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            inner = module.scope_of.get(id(expr), scope)
+            return frozenset({ContainerType(torch_api.SEQUENCE, self.types(expr.elt, module, inner, depth + 1))})
+        if isinstance(expr, ast.DictComp):
+            inner = module.scope_of.get(id(expr), scope)
+            return frozenset({ContainerType(torch_api.MAPPING, self.types(expr.value, module, inner, depth + 1))})
+        if isinstance(expr, ast.IfExp):
+            return self.types(expr.body, module, scope, depth + 1) | self.types(expr.orelse, module, scope, depth + 1)
+        if isinstance(expr, ast.BoolOp):
+            return frozenset().union(*(self.types(v, module, scope, depth + 1) for v in expr.values))
+        if isinstance(expr, ast.Lambda):
+            return frozenset({self.function(module, module.scope_of[id(expr)])})
+        if isinstance(expr, ast.Starred):
+            return element_types(self.types(expr.value, module, scope, depth + 1))
+        if isinstance(expr, ast.NamedExpr):
+            return self.types(expr.value, module, scope, depth + 1)
+        return EMPTY
+
+    def _elements(self, elements: Iterable[ast.expr], module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
+        found: set = set()
+        for element in elements:
+            found.update(self.types(element, module, scope, depth + 1))
+        return frozenset(found)
+
+    def _call_types(self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
+        name = self.qualified_name(call.func, module, scope)
+        if name is not None:
+            known = self._library_call(name, call, module, scope, depth)
+            if known is not None:
+                return known
+        results: set = set()
+        for callee in self.types(call.func, module, scope, depth + 1):
+            results.update(self.call_result(callee, call, module, scope, depth + 1))
+        return frozenset(results)
+
+    def call_result(self, callee, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
+        """The types calling a value of type `callee` gives."""
+        if isinstance(callee, ClassObjectType):
+            return frozenset({self.instance(callee.name, call)})
+        if isinstance(callee, FunctionType) and callee.node is not None and depth <= MAX_DEPTH:
+            callee_module: ModuleSymbols = callee.module  # type: ignore[assignment]
+            callee_scope = callee_module.scope_of.get(id(callee.node))
+            if callee_scope is None:
+                return EMPTY
+            bound = self._bind_call_types(callee_scope, call, module, scope, depth)
+            found: set = set()
+            for returned in self.return_expressions(callee_scope):
+                for item in self.types(returned, callee_module, callee_scope, depth + 1):
+                    if isinstance(item, FunctionType) and bound and item.node is not None:
+                        # a closure factory: the inner function sees the factory's arguments
+                        item = FunctionType(item.key, item.name, item.receiver, item.bound + bound, item.node, item.module)
+                    found.add(item)
+            return frozenset(found)
+        return EMPTY
+
+    def _bind_call_types(self, callee_scope: Scope, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int):
+        if call is None:
+            return ()
+        node = callee_scope.node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return ()
+        params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+        bound = []
+        for name, argument in zip(params, call.args):
+            if isinstance(argument, ast.Starred):
+                break
+            bound.append((name, Value(frozenset({OUTER}), self.types(argument, module, scope, depth + 1), path=name)))
+        for keyword in call.keywords:
+            if keyword.arg is not None:
+                types = self.types(keyword.value, module, scope, depth + 1)
+                bound.append((keyword.arg, Value(frozenset({OUTER}), types, path=keyword.arg)))
+        return tuple(bound)
+
+    def _library_call(self, name: str, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset | None:
+        short = torch_api.short_name(name)
+        if name.startswith("torch.nn.") and short in torch_api.TORCH_CONTAINERS:
+            kind = torch_api.TORCH_CONTAINERS[short]
+            elements: set = set()
+            for argument in call.args:
+                if isinstance(argument, ast.Starred):
+                    elements.update(element_types(self.types(argument.value, module, scope, depth + 1)))
+                else:
+                    types = self.types(argument, module, scope, depth + 1)
+                    if kind == torch_api.SEQUENTIAL and not any(isinstance(t, ContainerType) for t in types):
+                        elements.update(types)
+                    else:
+                        elements.update(element_types(types) or types)
+            return frozenset({ContainerType(kind, frozenset(elements)), ClassType(name)})
+        if name in torch_api.PYTHON_CONTAINER_CALLS:
+            kind = torch_api.PYTHON_CONTAINER_CALLS[name]
+            elements = set()
+            for argument in call.args:
+                elements.update(element_types(self.types(argument, module, scope, depth + 1)))
+            return frozenset({ContainerType(kind, frozenset(elements))})
+        if name in ("builtins.enumerate", "builtins.reversed", "builtins.iter", "builtins.sorted"):
+            return frozenset({ContainerType(torch_api.SEQUENCE, self._elements_of_arguments(call, module, scope, depth))})
+        if name == "functools.partial" and call.args:
+            return self.types(call.args[0], module, scope, depth + 1)
+        if name in torch_api.PYTHON_RNG_CLASSES:
+            return frozenset({RngType("python", bool(call.args or call.keywords))})
+        if name.startswith("numpy.random.") and torch_api.short_name(name) in torch_api.NUMPY_RNG_CONSTRUCTORS:
+            return frozenset({RngType("numpy", bool(call.args or call.keywords))})
+        project_class = self.classes.by_name(name)
+        if project_class is not None:
+            return frozenset({self.instance(project_class.qualified_name, call)})
+        if torch_api.torch_class(name) is not None and short[:1].isupper():
+            return frozenset({self.instance(name, call)})
+        return None
+
+    def _elements_of_arguments(self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
+        found: set = set()
+        for argument in call.args[:1]:
+            found.update(element_types(self.types(argument, module, scope, depth + 1)))
+        return frozenset(found)
+
+    def instance(self, class_name: str, call: ast.Call | None) -> ClassType:
+        """An instance of the class, noting whether it is a norm that updates running statistics."""
+        return ClassType(class_name, self._has_running_stats(class_name, call))
+
+    def _has_running_stats(self, class_name: str, call: ast.Call | None) -> bool:
+        short = torch_api.torch_class(class_name)
+        if short is None:
+            info = self.classes.by_name(class_name)
+            if info is None or self._defines(info, "forward"):
+                return False
+            short = next(
+                (torch_api.torch_class(a) for a in self.classes.ancestors(info) if isinstance(a, str) and torch_api.torch_class(a)),
+                None,
+            )
+            if short is None:
+                return False
+        track = _keyword_constant(call, "track_running_stats")
+        if short in torch_api.TORCH_BATCH_NORM_MODULES:
+            return track is not False
+        if short in torch_api.TORCH_INSTANCE_NORM_MODULES:
+            return track is True
+        return False
+
+    def _defines(self, info: ClassInfo, method: str) -> bool:
+        return any(cls.method(method) is not None for cls in self.classes.mro(info))
+
+    # -- names ----------------------------------------------------------------
+
+    def qualified_name(self, expr: ast.expr, module: ModuleSymbols, scope: Scope) -> str | None:
+        name = module.qualified_name(expr, scope)
+        return None if name is None else self.project.canonical_name(name)
+
+    def _name_types(self, expr: ast.Name, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
+        receiver = self.self_class(module, scope, expr.id)
+        if receiver is not None:
+            return frozenset({ClassType(receiver.qualified_name)})
+        binding = module.binding(scope, expr.id, expr.lineno)
+        if binding is None:
+            return EMPTY
+        return self.binding_types(module, binding, depth + 1)
+
+    def binding_types(self, module: ModuleSymbols, binding: Binding, depth: int) -> frozenset:
+        if depth > MAX_DEPTH:
+            return EMPTY
+        scope = binding.written_from or binding.scope
+        if binding.kind == CLASSDEF:
+            return frozenset({ClassObjectType(module.binding_qualified_name(binding) or binding.name)})
+        if binding.kind == DEF:
+            function_scope = module.scope_of.get(id(binding.node))
+            return frozenset({self.function(module, function_scope)}) if function_scope else EMPTY
+        if binding.kind == IMPORT and binding.target:
+            return self._global_types(binding.target, depth)
+        if binding.kind == ASSIGN:
+            return self.types(binding.value, module, scope, depth + 1)
+        if binding.kind == LOOP:
+            return self._loop_types(binding, module, scope, depth)
+        if binding.kind == PARAM:
+            return self._parameter_types(binding, module, depth)
+        return EMPTY
+
+    def _global_types(self, qualified_name: str, depth: int) -> frozenset:
+        canonical = self.project.canonical_name(qualified_name)
+        found = self.project.global_binding(canonical)
+        if found is not None:
+            other, binding = found
+            return self.binding_types(other, binding, depth + 1)
+        if torch_api.torch_class(canonical) and torch_api.short_name(canonical)[:1].isupper():
+            return frozenset({ClassObjectType(canonical)})
+        return EMPTY
+
+    def _loop_types(self, binding: Binding, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
+        iterable = binding.value
+        if iterable is None:
+            return EMPTY
+        unpack = binding.unpack
+        if isinstance(iterable, ast.Call) and unpack:
+            name = module.qualified_name(iterable.func, scope)
+            if name == "builtins.enumerate" and unpack[0] == 1 and iterable.args:
+                return element_types(self.types(iterable.args[0], module, scope, depth + 1))
+            if name == "builtins.zip" and unpack[0] < len(iterable.args):
+                return element_types(self.types(iterable.args[unpack[0]], module, scope, depth + 1))
+            if isinstance(iterable.func, ast.Attribute) and iterable.func.attr == "items" and unpack[0] == 1:
+                return element_types(self.types(iterable.func.value, module, scope, depth + 1))
+            return EMPTY
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and iterable.func.attr in (
+            "values",
+            "children",
+            "modules",
+        ):
+            return element_types(self.types(iterable.func.value, module, scope, depth + 1))
+        return element_types(self.types(iterable, module, scope, depth + 1))
+
+    def _parameter_types(self, binding: Binding, module: ModuleSymbols, depth: int) -> frozenset:
+        found: set = set()
+        if binding.value is not None:  # the annotation
+            found.update(self.annotation_types(binding.value, module, binding.scope.parent or binding.scope, depth))
+        default = _parameter_default(binding)
+        if default is not None:
+            found.update(self.types(default, module, binding.scope.parent or binding.scope, depth + 1))
+        return frozenset(found)
+
+    def annotation_types(self, annotation: ast.expr, module: ModuleSymbols, scope: Scope, depth: int = 0) -> frozenset:
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except SyntaxError:
+                return EMPTY
+        if isinstance(annotation, ast.Subscript):
+            outer = module.qualified_name(annotation.value, scope) or ""
+            inner = annotation.slice
+            if outer.rpartition(".")[2] in ("Type", "type"):
+                return frozenset(
+                    ClassObjectType(t.name) for t in self.annotation_types(inner, module, scope, depth + 1) if isinstance(t, ClassType)
+                )
+            if outer.rpartition(".")[2] in ("Optional", "Union"):
+                parts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+                return frozenset().union(*(self.annotation_types(p, module, scope, depth + 1) for p in parts))
+            return EMPTY
+        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            return self.annotation_types(annotation.left, module, scope, depth + 1) | self.annotation_types(
+                annotation.right, module, scope, depth + 1
+            )
+        if isinstance(annotation, (ast.Name, ast.Attribute)):
+            name = self.qualified_name(annotation, module, scope)
+            if name is None:
+                return EMPTY
+            if self.classes.by_name(name) is not None or (torch_api.torch_class(name) and name.rpartition(".")[2][:1].isupper()):
+                return frozenset({ClassType(name)})
+        return EMPTY
+
+    # -- attributes -----------------------------------------------------------
+
+    def _attribute_expr_types(self, expr: ast.Attribute, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
+        found: set = set()
+        for base in self.types(expr.value, module, scope, depth + 1):
+            if isinstance(base, ClassType):
+                info = self.classes.by_name(base.name)
+                if info is not None:
+                    found.update(self.attribute_types(info, expr.attr, depth + 1))
+        if found:
+            return frozenset(found)
+        name = self.qualified_name(expr, module, scope)
+        if name is not None:
+            return self._global_types(name, depth + 1)
+        return EMPTY
+
+    def attribute_types(self, info: ClassInfo, attribute: str, depth: int = 0) -> frozenset:
+        key = (id(info.scope), attribute)
+        cached = self._attribute_types.get(key)
+        if cached is not None:
+            return cached
+        self._attribute_types[key] = EMPTY  # cycles: `self.a = self.a.b`
+        found: set = set()
+        for cls in self.classes.mro(info):
+            for assignment in cls.attribute_assignments.get(attribute, ()):
+                if assignment.value is not None and not assignment.augmented:
+                    found.update(self.types(assignment.value, cls.module, assignment.method, depth + 1))
+            annotation = cls.class_level_annotations.get(attribute)
+            if annotation is not None:
+                found.update(self.annotation_types(annotation, cls.module, cls.scope, depth + 1))
+            method = cls.method(attribute)
+            if method is not None:
+                found.add(self.function(cls.module, method, Value(frozenset({OUTER}), frozenset({ClassType(info.qualified_name)}), path="self")))
+        result = frozenset(found)
+        self._attribute_types[key] = result
+        return result
+
+    # -- functions ------------------------------------------------------------
+
+    def function(self, module: ModuleSymbols, scope: Scope, receiver: Value | None = None, bound=()) -> FunctionType:
+        node = scope.node
+        return FunctionType(id(node), display_name(scope), receiver, tuple(bound), node, module)
+
+    def return_expressions(self, scope: Scope) -> list[ast.expr]:
+        cached = self._returns.get(id(scope))
+        if cached is None:
+            cached = []
+            node = scope.node
+            if isinstance(node, ast.Lambda):
+                cached.append(node.body)
+            else:
+                stack = list(getattr(node, "body", []))
+                while stack:
+                    current = stack.pop()
+                    if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                        continue
+                    if isinstance(current, ast.Return) and current.value is not None:
+                        cached.append(current.value)
+                    stack.extend(c for c in ast.iter_child_nodes(current) if isinstance(c, ast.stmt | ast.excepthandler | ast.match_case))
+            self._returns[id(scope)] = cached
+        return cached
+
+    def self_class(self, module: ModuleSymbols, scope: Scope, name: str) -> ClassInfo | None:
+        """The class when `name` is the `self` of the method `scope` is (or is nested in)."""
+        current: Scope | None = scope
+        while current is not None:
+            owner = current.enclosing_class
+            if owner is not None:
+                if current.first_parameter() == name and not _is_static(current.node):
+                    return self.classes.info(module, owner)
+                return None
+            if name in current.bindings and current is not scope:
+                return None
+            current = current.parent
+        return None
+
+
+def display_name(scope: Scope) -> str:
+    """`Block.forward`, `create_custom_forward.custom_forward`, `<lambda>`."""
+    return scope.qualname.replace("<locals>.", "") or "<module>"
+
+
+def _is_static(node: ast.AST) -> bool:
+    return any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in getattr(node, "decorator_list", ()))
+
+
+def _keyword_constant(call: ast.Call | None, name: str):
+    if call is None:
+        return None
+    for keyword in call.keywords:
+        if keyword.arg == name and isinstance(keyword.value, ast.Constant):
+            return keyword.value.value
+    return None
+
+
+def _parameter_default(binding: Binding) -> ast.expr | None:
+    function = binding.scope.node
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return None
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    if binding.node in positional:
+        index = positional.index(binding.node) - (len(positional) - len(args.defaults))
+        return args.defaults[index] if index >= 0 else None
+    if binding.node in args.kwonlyargs:
+        return args.kw_defaults[args.kwonlyargs.index(binding.node)]
+    return None

@@ -1,0 +1,160 @@
+"""Which state can change between forward and replay: for CKP206 and for CKP204's buffers.
+
+A module-level name is mutable when some function rebinds it (`global`) or mutates it;
+an attribute when some method other than `__init__` (or a helper only `__init__` calls)
+assigns or mutates it. `self.training` is set by torch's `Module.train()`, outside the
+project, and never counts. Buffers and parameters are the attributes registered with
+`register_buffer`/`register_parameter` or assigned an `nn.Parameter`.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from ckptlint import torch_api
+from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.symbols import ASSIGN, MODULE, OTHER, ModuleSymbols
+
+_MUTATING_METHODS = torch_api.CONTAINER_MUTATORS | torch_api.CONTAINER_ONLY_MUTATORS
+_PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer")
+
+
+def _is_inplace(method: str) -> bool:
+    return method.endswith("_") and not method.startswith("_") and method not in torch_api.NOT_INPLACE
+
+
+def _written_roots(node: ast.AST) -> Iterator[tuple[ast.expr, str]]:
+    """(the expression whose object is changed, how) for a statement or call."""
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    elif isinstance(node, ast.Delete):
+        targets = list(node.targets)
+    for target in targets:
+        elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+        for element in elements:
+            if isinstance(element, ast.Subscript):
+                yield element.value, "item assignment"
+            elif isinstance(element, ast.Attribute):
+                yield element, "assignment"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        method = node.func.attr
+        if method in _MUTATING_METHODS or _is_inplace(method):
+            yield node.func.value, f".{method}()"
+
+
+class Mutability:
+    def __init__(self, classes: ClassIndex):
+        self.classes = classes
+        self._globals: dict[int, dict[str, str]] = {}
+        self._attributes: dict[int, dict[str, str]] = {}
+        self._tensors: dict[int, frozenset[str]] = {}
+
+    def mutable_globals(self, module: ModuleSymbols) -> dict[str, str]:
+        """Module-level names changed at run time, each with where (for messages)."""
+        cached = self._globals.get(id(module))
+        if cached is not None:
+            return cached
+        found: dict[str, str] = {}
+        for name, bindings in module.scope.bindings.items():
+            for binding in bindings:
+                if binding.written_from is not None:
+                    where = binding.written_from.qualname or "<module>"
+                    found.setdefault(name, f"reassigned in {where} (line {binding.line})")
+        for function, _ in module.functions:
+            scope = module.scope_of[id(function)]
+            for node in ast.walk(function):
+                for root, how in _written_roots(node):
+                    while isinstance(root, (ast.Attribute, ast.Subscript)):
+                        root = root.value
+                    if not isinstance(root, ast.Name) or root.id in found:
+                        continue
+                    bindings = module.lookup(scope, root.id)
+                    if bindings and all(b.scope.kind == MODULE and b.kind in (ASSIGN, OTHER) for b in bindings):
+                        found[root.id] = f"mutated by {how} in {scope.qualname} (line {node.lineno})"
+        self._globals[id(module)] = found
+        return found
+
+    def mutable_attributes(self, info: ClassInfo) -> dict[str, str]:
+        """`self.<attr>` written outside `__init__` by the class or its project bases."""
+        cached = self._attributes.get(id(info.scope))
+        if cached is not None:
+            return cached
+        found: dict[str, str] = {}
+        for cls in self.classes.mro(info):
+            init_only = _init_only_methods(cls)
+            for method in cls.methods():
+                name = method.node.name  # type: ignore[attr-defined]
+                receiver = method.first_parameter()
+                if name in init_only or receiver is None:
+                    continue
+                for node in ast.walk(method.node):
+                    for root, how in _written_roots(node):
+                        attribute = _self_attribute(root, receiver)
+                        if attribute is not None and attribute not in found:
+                            found[attribute] = f"written by {how} in {cls.name}.{name} (line {node.lineno})"
+        self._attributes[id(info.scope)] = found
+        return found
+
+    def tensor_attributes(self, info: ClassInfo) -> frozenset[str]:
+        """Buffers and parameters of the class (and its project bases)."""
+        cached = self._tensors.get(id(info.scope))
+        if cached is not None:
+            return cached
+        found: set[str] = set()
+        for cls in self.classes.mro(info):
+            for method in cls.methods():
+                receiver = method.first_parameter()
+                for node in ast.walk(method.node):
+                    if (
+                        isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Attribute)
+                        and node.func.attr in ("register_buffer", "register_parameter")
+                        and node.args
+                        and isinstance(node.args[0], ast.Constant)
+                        and isinstance(node.args[0].value, str)
+                    ):
+                        found.add(node.args[0].value)
+            for attribute, assignments in cls.attribute_assignments.items():
+                for assignment in assignments:
+                    value = assignment.value
+                    if isinstance(value, ast.Call):
+                        name = cls.module.qualified_name(value.func, assignment.method)
+                        if name in _PARAMETER_CLASSES:
+                            found.add(attribute)
+        result = frozenset(found)
+        self._tensors[id(info.scope)] = result
+        return result
+
+
+def _self_attribute(expr: ast.expr, receiver: str) -> str | None:
+    """`attr` for `self.attr`, `self.attr[k]`, `self.attr.x` (the first attribute off self)."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == receiver:
+            return expr.attr
+        expr = expr.value
+    return None
+
+
+def _init_only_methods(cls: ClassInfo) -> set[str]:
+    """`__init__` and the helpers that only `__init__`-like methods call (`self._build()`)."""
+    callers: dict[str, set[str]] = {}
+    for method in cls.methods():
+        name = method.node.name  # type: ignore[attr-defined]
+        receiver = method.first_parameter()
+        for node in ast.walk(method.node):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == receiver
+            ):
+                callers.setdefault(node.func.attr, set()).add(name)
+    init_like = set(torch_api.INIT_LIKE_METHODS)
+    for name, called_from in callers.items():
+        if called_from and called_from <= torch_api.INIT_LIKE_METHODS:
+            init_like.add(name)
+    return init_like

@@ -1,0 +1,52 @@
+"""Region effects per checkpoint call: resolve the region, summarise, prefix the chain.
+
+One per linter run, shared by every module, so each (function, context) summary and
+each class's attribute types are computed once however many calls reach them.
+"""
+
+from __future__ import annotations
+
+from ckptlint.calls import CheckpointCall
+from ckptlint.classes import ClassIndex
+from ckptlint.effects import RUNNING_STATS, Effect, EffectAnalysis
+from ckptlint.inference import TypeInference
+from ckptlint.mutability import Mutability
+from ckptlint.project import Project
+from ckptlint.regions import RegionEntry, RegionResolver, RunningStatsRegion
+
+
+class RegionAnalysis:
+    def __init__(self, project: Project, classes: ClassIndex):
+        self.inference = TypeInference(project, classes)
+        self.mutability = Mutability(classes)
+        self.effects = EffectAnalysis(project, classes, self.inference, self.mutability)
+        self.resolver = RegionResolver(classes, self.inference)
+        self._by_call: dict[int, list[Effect]] = {}
+
+    def region_effects(self, call: CheckpointCall) -> list[Effect]:
+        """Everything the call's region does, each with the chain of calls that reaches it."""
+        cached = self._by_call.get(id(call))
+        if cached is not None:
+            return cached
+        found: list[Effect] = []
+        seen: set[tuple[str, int]] = set()
+        for entry in self.resolver.entries(call):
+            for effect in self._entry_effects(entry, call):
+                if effect.key not in seen:
+                    seen.add(effect.key)
+                    found.append(effect)
+        self._by_call[id(call)] = found
+        return found
+
+    def _entry_effects(self, entry: RegionEntry | RunningStatsRegion, call: CheckpointCall) -> list[Effect]:
+        if isinstance(entry, RunningStatsRegion):
+            detail = (
+                f"the region is a {entry.name}, which updates running_mean/running_var in training: "
+                "the replay updates them a second time (momentum applied twice)"
+            )
+            return [Effect(RUNNING_STATS, call.module, entry.node, detail)]
+        summary = self.effects.summary(entry.module, entry.scope, entry.context)
+        return [
+            Effect(e.kind, e.module, e.node, e.detail, (entry.name, *e.chain) if e.chain else ())
+            for e in summary.effects
+        ]

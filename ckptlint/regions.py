@@ -1,0 +1,170 @@
+"""What a checkpoint call replays: the functions the region starts in, with their context.
+
+A lambda, a nested or module-level function, a partial (with its bound arguments), a
+bound method, the inner function a closure factory returns, a module's `forward`
+(`self.block`, `block.__call__`, a loop variable over a ModuleList, the elements of a
+Sequential, a wrapped `Block(...)`), the classes `check_fn` selects, a layer class.
+Unresolvable regions (a parameter, a third-party callable) yield no entries.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ckptlint import torch_api
+from ckptlint.calls import CheckpointCall
+from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULE, MODULES
+from ckptlint.classes import ClassIndex
+from ckptlint.effects import Context
+from ckptlint.inference import TypeInference, display_name
+from ckptlint.symbols import ModuleSymbols, Scope
+from ckptlint.values import INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types
+
+
+@dataclass(frozen=True, eq=False)
+class RegionEntry:
+    module: ModuleSymbols
+    scope: Scope
+    context: Context
+    name: str  # for messages: `Block.forward`
+
+
+@dataclass(frozen=True, eq=False)
+class RunningStatsRegion:
+    """The region is itself a norm module with running statistics (`checkpoint(self.bn, x)`)."""
+
+    node: ast.AST
+    name: str
+
+
+class RegionResolver:
+    def __init__(self, classes: ClassIndex, inference: TypeInference):
+        self.classes = classes
+        self.inference = inference
+
+    def entries(self, call: CheckpointCall) -> list[RegionEntry | RunningStatsRegion]:
+        region = call.region
+        if region is None:
+            return []
+        kind = call.api.region_kind
+        if kind == LAYER_CLASS and isinstance(region, ast.ClassDef):
+            info = self.classes.info(call.module, call.module.scope_of[id(region)])
+            return self._module_entries(ClassType(info.qualified_name), "self")
+        if isinstance(region, (ast.FunctionDef, ast.AsyncFunctionDef)):  # decorator form
+            scope = call.module.scope_of[id(region)]
+            return [self._function_entry(self.inference.function(call.module, scope), call)]
+        assert isinstance(region, ast.expr)
+        if kind == MODEL:
+            return self._selected_classes(region, call)
+        types = self._region_types(region, call)
+        if kind == MODULES:
+            types = element_types(types) | frozenset(t for t in types if isinstance(t, ClassType))
+        entries: list[RegionEntry | RunningStatsRegion] = []
+        for item in types:
+            if isinstance(item, FunctionType) and kind == CALLABLE:
+                entries.append(self._function_entry(item, call))
+            elif isinstance(item, ClassType):
+                if item.running_stats:
+                    entries.append(RunningStatsRegion(region, item.short))
+                entries.extend(self._module_entries(item, ast.unparse(region)))
+            elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
+                for element in item.elements:
+                    if isinstance(element, ClassType):
+                        entries.extend(self._module_entries(element, ast.unparse(region)))
+        return entries
+
+    def _region_types(self, region: ast.expr, call: CheckpointCall) -> frozenset:
+        module, scope = call.module, call.scope
+        if isinstance(region, ast.Attribute) and region.attr in ("__call__", "forward"):
+            return frozenset(t for t in self.inference.types(region.value, module, scope) if isinstance(t, ClassType))
+        if isinstance(region, ast.Call) and region.args and self._is_partial(region, module, scope):
+            bound = self._partial_arguments(region, module, scope)
+            found = set()
+            for item in self._region_types(region.args[0], call):
+                if isinstance(item, FunctionType):
+                    item = FunctionType(item.key, item.name, item.receiver, item.bound + bound, item.node, item.module)
+                found.add(item)
+            return frozenset(found)
+        return self.inference.types(region, module, scope)
+
+    def _is_partial(self, call: ast.Call, module: ModuleSymbols, scope: Scope) -> bool:
+        return self.inference.qualified_name(call.func, module, scope) == "functools.partial"
+
+    def _partial_arguments(self, partial: ast.Call, module: ModuleSymbols, scope: Scope) -> tuple[tuple[str, Value], ...]:
+        """Arguments a partial binds: evaluated before the region runs, so they come from outside it."""
+        target_types = self.inference.types(partial.args[0], module, scope)
+        function = next((t for t in target_types if isinstance(t, FunctionType) and t.node is not None), None)
+        if function is None:
+            return ()
+        definition = function.node
+        params = [a.arg for a in (*definition.args.posonlyargs, *definition.args.args)]  # type: ignore[attr-defined]
+        if function.receiver is not None:
+            params = params[1:]
+        bound = []
+        for name, argument in zip(params, partial.args[1:]):
+            bound.append((name, Value(frozenset({INPUT}), self.inference.types(argument, module, scope), path=name)))
+        for keyword in partial.keywords:
+            if keyword.arg is not None:
+                types = self.inference.types(keyword.value, module, scope)
+                bound.append((keyword.arg, Value(frozenset({INPUT}), types, path=keyword.arg)))
+        return tuple(bound)
+
+    def _function_entry(self, function: FunctionType, call: CheckpointCall) -> RegionEntry:
+        module: ModuleSymbols = function.module  # type: ignore[assignment]
+        scope = module.scope_of[id(function.node)]
+        params = _parameters(scope)
+        bound = dict(function.bound)
+        arguments = tuple(sorted((name, value) for name, value in bound.items() if name in params))
+        closure = tuple(sorted((name, value) for name, value in bound.items() if name not in params))
+        return RegionEntry(module, scope, Context(function.receiver, arguments, closure, entry=True), display_name(scope))
+
+    def _module_entries(self, item: ClassType, path: str) -> list[RegionEntry | RunningStatsRegion]:
+        info = self.classes.by_name(item.name)
+        if info is None:
+            return []
+        forward = self.classes.find_method(info, "forward") or self.classes.find_method(info, "__call__")
+        if forward is None:
+            return []
+        owner, scope = forward
+        receiver = Value(frozenset({OUTER}), frozenset({ClassType(info.qualified_name)}), path="self")
+        return [RegionEntry(owner.module, scope, Context(receiver, entry=True), display_name(scope))]
+
+    def _selected_classes(self, check_fn: ast.expr, call: CheckpointCall) -> list[RegionEntry | RunningStatsRegion]:
+        """`check_fn=lambda m: isinstance(m, Block)`: every class it tests for."""
+        function_types = [t for t in self.inference.types(check_fn, call.module, call.scope) if isinstance(t, FunctionType)]
+        entries: list[RegionEntry | RunningStatsRegion] = []
+        for function in function_types:
+            module: ModuleSymbols = function.module  # type: ignore[assignment]
+            scope = module.scope_of[id(function.node)]
+            for node in ast.walk(function.node):
+                for class_expr in _tested_classes(node, module, scope):
+                    for item in self.inference.types(class_expr, module, scope):
+                        name = getattr(item, "name", None)
+                        if name is not None:
+                            entries.extend(self._module_entries(ClassType(name), name))
+        return entries
+
+
+def _tested_classes(node: ast.AST, module: ModuleSymbols, scope: Scope) -> list[ast.expr]:
+    """The class expressions in `isinstance(m, X)`, `isinstance(m, (X, Y))`, `type(m) is X`."""
+    if isinstance(node, ast.Call) and module.qualified_name(node.func, scope) == "builtins.isinstance" and len(node.args) == 2:
+        target = node.args[1]
+        return list(target.elts) if isinstance(target, ast.Tuple) else [target]
+    if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call):
+        if module.qualified_name(node.left.func, scope) == "builtins.type":
+            found: list[ast.expr] = []
+            for comparator in node.comparators:
+                found.extend(comparator.elts if isinstance(comparator, (ast.Tuple, ast.List, ast.Set)) else [comparator])
+            return found
+    return []
+
+
+def _parameters(scope: Scope) -> set[str]:
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return set()
+    args = node.args
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    return names

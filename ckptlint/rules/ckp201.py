@@ -1,0 +1,71 @@
+"""CKP201: Python `random` or NumPy draws inside a checkpointed region."""
+
+from ckptlint.effects import RANDOM_DRAW
+from ckptlint.rules.base import RegionRule
+
+
+class UnsavedRandomDraw(RegionRule):
+    code = "CKP201"
+    name = "unsaved-random-draw"
+    summary = "The region draws from Python's `random` or NumPy, whose state checkpoint does not save."
+    explanation = """
+        With `preserve_rng_state=True` (the default) checkpoint saves and restores torch's
+        generators (CPU and the inputs' CUDA devices), nothing else. A draw from Python's
+        `random`, from NumPy's global generator, or from a generator object that outlives
+        the region gives a different number in the replay: stochastic depth decides to
+        drop a layer in forward and keep it in backward, a random crop size changes, a
+        random expert is picked twice. The gradient is computed for a different network
+        than the loss; shapes usually match, so nothing fails.
+
+        A generator created inside the region with a fixed seed replays identically and
+        is not flagged; torch's own random ops (`torch.rand`, dropout) are restored and
+        are not flagged either.
+    """
+    bad = """
+        import random
+
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+
+        class Block(torch.nn.Module):
+            def forward(self, x):
+                if random.random() < 0.1:  # stochastic depth
+                    return x
+                return self.mlp(x)
+
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+
+            def forward(self, x):
+                return checkpoint(self.block, x, use_reentrant=False)
+    """
+    good = """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+
+        class Block(torch.nn.Module):
+            def forward(self, x):
+                if torch.rand(()) < 0.1:  # torch's RNG is saved and restored
+                    return x
+                return self.mlp(x)
+
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+
+            def forward(self, x):
+                return checkpoint(self.block, x, use_reentrant=False)
+    """
+    remedy = """
+        Draw with torch (`torch.rand`, `torch.randint`, `torch.bernoulli`), whose state
+        checkpoint restores, or draw outside the region and pass the result in as an
+        argument.
+    """
+    kinds = frozenset({RANDOM_DRAW})

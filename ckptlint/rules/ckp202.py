@@ -1,0 +1,57 @@
+"""CKP202: the region rebinds or mutates module-level state."""
+
+from ckptlint.effects import GLOBAL_STATE
+from ckptlint.rules.base import RegionRule
+
+
+class ModuleStateMutation(RegionRule):
+    code = "CKP202"
+    name = "module-state-mutation"
+    summary = "The region rebinds or mutates module-level state (`global`, `nonlocal`, a module-level object)."
+    explanation = """
+        Whatever the region does runs twice: once in forward and once in the replay during
+        backward. A module-level list that collects auxiliary losses gets each loss twice
+        (and the second copy carries a graph that is freed after backward, so summing the
+        list next step raises or silently adds stale terms); a `global step` counter
+        advances twice; a cache keyed on the step is overwritten by the replay.
+
+        Rebinding a name declared `global` or `nonlocal`, and mutating an object bound at
+        module level (`AUX_LOSSES.append(...)`, `CACHE[k] = v`, `STATS.calls += 1`), are
+        CKP202. A container of an enclosing function mutated without `nonlocal` is CKP203.
+    """
+    bad = """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+        AUX_LOSSES = []
+
+
+        def moe_block(x, gate):
+            weights = gate(x).softmax(-1)
+            AUX_LOSSES.append(weights.mean(0).pow(2).sum())
+            return x * weights.max(-1, keepdim=True).values
+
+
+        def run(x, gate):
+            return checkpoint(moe_block, x, gate, use_reentrant=False)
+    """
+    good = """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+
+        def moe_block(x, gate):
+            weights = gate(x).softmax(-1)
+            aux = weights.mean(0).pow(2).sum()
+            return x * weights.max(-1, keepdim=True).values, aux
+
+
+        def run(x, gate):
+            out, aux = checkpoint(moe_block, x, gate, use_reentrant=False)
+            return out, aux
+    """
+    remedy = """
+        Return the value from the region and collect it outside (`out, aux = checkpoint(...)`),
+        or do the bookkeeping outside the checkpointed call.
+    """
+    kinds = frozenset({GLOBAL_STATE})

@@ -1,0 +1,71 @@
+"""CKP203: the region mutates a container or attribute that outlives it."""
+
+from ckptlint.effects import OUTER_STATE
+from ckptlint.rules.base import RegionRule
+
+
+class OuterStateMutation(RegionRule):
+    code = "CKP203"
+    name = "outer-state-mutation"
+    summary = "The region mutates a container or attribute that outlives it (`self.losses.append`, `self.n += 1`)."
+    explanation = """
+        The replay repeats every side effect of the region. `self.aux_losses.append(l)`
+        appends twice per step (a mixture-of-experts load-balancing loss is counted twice,
+        and the replayed copy's graph is freed after backward); `self.calls += 1` counts
+        twice; `self.cache = h` is overwritten by the replay's tensor; `cache[k] = v` on a
+        dict passed in is written twice. Mutation through an alias is the same
+        (`acc = self.losses; acc.append(l)`).
+
+        Containers and objects created inside the region are fine to mutate. A registered
+        buffer or parameter is CKP204; module-level state is CKP202.
+    """
+    bad = """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+
+        class Router(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.aux_losses = []
+
+            def forward(self, x):
+                weights = x.softmax(-1)
+                self.aux_losses.append(weights.pow(2).mean())
+                return x * weights
+
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.router = Router()
+
+            def forward(self, x):
+                return checkpoint(self.router, x, use_reentrant=False)
+    """
+    good = """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+
+        class Router(torch.nn.Module):
+            def forward(self, x):
+                weights = x.softmax(-1)
+                losses = []
+                losses.append(weights.pow(2).mean())
+                return x * weights, torch.stack(losses).sum()
+
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.router = Router()
+
+            def forward(self, x):
+                return checkpoint(self.router, x, use_reentrant=False)
+    """
+    remedy = """
+        Return what the region computes and store it outside the checkpointed call, or
+        create the container inside the region.
+    """
+    kinds = frozenset({OUTER_STATE})

@@ -1,0 +1,51 @@
+"""CKP205: the region moves tensors across devices."""
+
+from ckptlint.effects import DEVICE_MOVE
+from ckptlint.rules.base import RegionRule
+
+
+class DeviceMove(RegionRule):
+    code = "CKP205"
+    name = "device-move-in-region"
+    summary = "The region moves tensors to another device (`.to(device)`, `.cuda()`, `.cpu()`, `device=` on creation)."
+    explanation = """
+        Checkpoint saves the RNG state of the CPU and of the devices its *inputs* are on.
+        When the region moves work to another device, random ops there (dropout after
+        `.to("cuda")` on CPU inputs) draw from a generator checkpoint did not save, and the
+        replay draws different numbers. The replay also repeats the copy, which costs the
+        transfer twice and, for `.cpu()` round trips, synchronises the device.
+
+        Moving to the device of a tensor already in the region (`.to(x.device)`) and
+        casting (`.to(torch.float16)`, `.to(dtype=...)`) are not flagged.
+    """
+    bad = """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+
+        def head(x, weight):
+            h = x.to("cuda") @ weight
+            return torch.nn.functional.dropout(h, 0.1)
+
+
+        def run(x, weight):
+            return checkpoint(head, x, weight, use_reentrant=False)
+    """
+    good = """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+
+        def head(x, weight):
+            h = x @ weight.to(x.dtype)
+            return torch.nn.functional.dropout(h, 0.1)
+
+
+        def run(x, weight):
+            return checkpoint(head, x.to("cuda"), weight, use_reentrant=False)
+    """
+    remedy = """
+        Move inputs before the checkpointed call (checkpoint then saves that device's RNG),
+        and create tensors with `device=x.device` inside the region.
+    """
+    kinds = frozenset({DEVICE_MOVE})

@@ -1,0 +1,66 @@
+"""CKP206: control flow in the region on mutable or untracked state."""
+
+from ckptlint.effects import GRAD_MODE_BRANCH, UNSTABLE_BRANCH
+from ckptlint.rules.base import RegionRule
+
+
+class UnstableBranch(RegionRule):
+    code = "CKP206"
+    name = "unstable-branch"
+    summary = "Control flow in the region depends on state that can change between forward and replay."
+    explanation = """
+        The replay must take the same path as the forward. A branch on a global that some
+        function reassigns (a step counter), on an attribute written outside `__init__`
+        (`self.step`, `self.warmup_done`), on a random draw or on wall-clock time can go
+        the other way in backward: the gradient is that of another computation, or
+        checkpoint raises because the replay saved a different number of tensors.
+
+        `torch.is_grad_enabled()` is a hazard only under reentrant checkpoint (explicitly
+        or by default), which runs the forward under `no_grad` and the replay with grad
+        enabled. Branches on `self.training`, on constants and on the inputs' values are
+        fine.
+    """
+    bad = """
+        from torch.utils.checkpoint import checkpoint
+
+        STEP = 0
+
+
+        def block(x):
+            if STEP > 1000:  # warm-up finished
+                return x * 2
+            return x
+
+
+        def train_step(x):
+            global STEP
+            STEP += 1
+            return checkpoint(block, x, use_reentrant=False)
+    """
+    good = """
+        from torch.utils.checkpoint import checkpoint
+
+
+        def block(x, warm):
+            if warm:
+                return x * 2
+            return x
+
+
+        def train_step(x, step):
+            return checkpoint(block, x, step > 1000, use_reentrant=False)
+    """
+    remedy = """
+        Decide outside the region and pass the decision in as an argument; a replay then
+        sees the value the forward saw.
+    """
+    kinds = frozenset({UNSTABLE_BRANCH, GRAD_MODE_BRANCH})
+
+    def applies(self, call, effect) -> bool:
+        return effect.kind != GRAD_MODE_BRANCH or call.reentrant is True
+
+    def describe(self, call, effect) -> str:
+        if effect.kind == GRAD_MODE_BRANCH:
+            how = "by default (use_reentrant not passed)" if call.reentrant_by_default else "as called"
+            return f"{effect.detail} (this call is reentrant {how})"
+        return effect.detail

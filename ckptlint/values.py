@@ -1,0 +1,127 @@
+"""Abstract values: where an object comes from, what it is, and whether branching on it is stable.
+
+The region analysis does not know values, only *origins*: an object created inside the
+region (`local`) may be mutated freely; one that outlives the region (an `input` of the
+checkpoint call, `outer` state such as `self.<attr>` or a closure variable, a module-level
+`global`) may not. Types are what `self.block` or `layer` is (a class, a container of
+modules, a function), enough to follow calls into project code.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Union
+
+LOCAL = "local"  # created inside the region
+INPUT = "input"  # passed into the region by the checkpoint call
+OUTER = "outer"  # reachable state that outlives the region (self, closures, defaults)
+CONST = "const"  # modules, functions, classes, literals: nothing to mutate
+GLOBAL = "global:"  # prefix: a module-level object, by name
+
+GRAD_MODE = "grad-mode"  # volatility reason: torch.is_grad_enabled()
+
+
+@dataclass(frozen=True)
+class ClassType:
+    """An instance of a class, by canonical qualified name."""
+
+    name: str
+    running_stats: bool = False  # a torch norm module that updates running statistics in training
+
+    @property
+    def short(self) -> str:
+        return self.name.rpartition(".")[2]
+
+
+@dataclass(frozen=True)
+class ClassObjectType:
+    """A class itself (`block_fn=Bottleneck`, `partial(Block, dim=8)`): calling it makes an instance."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ContainerType:
+    """A list, tuple, dict or module container, with the types of its elements."""
+
+    kind: str  # torch_api.SEQUENTIAL / SEQUENCE / MAPPING
+    elements: frozenset = frozenset()
+
+
+@dataclass(frozen=True)
+class RngType:
+    """A generator object: `random.Random(...)`, `np.random.default_rng(...)`."""
+
+    library: str  # "python" or "numpy"
+    seeded: bool  # created with an explicit seed (replays draw the same numbers)
+
+
+@dataclass(frozen=True)
+class FunctionType:
+    """A function or lambda that can be called, maybe bound to a receiver or partial arguments."""
+
+    key: int  # id() of the defining node
+    name: str
+    receiver: Value | None = None  # `self` for bound methods
+    bound: tuple[tuple[str, Value], ...] = ()  # partial(...) arguments and closure variables
+    node: ast.AST = field(default=None, compare=False, hash=False, repr=False)  # type: ignore[assignment]
+    module: object = field(default=None, compare=False, hash=False, repr=False)
+
+
+Type = Union[ClassType, ClassObjectType, ContainerType, RngType, FunctionType]
+
+
+@dataclass(frozen=True)
+class Value:
+    origins: frozenset[str] = frozenset({LOCAL})
+    types: frozenset = frozenset()
+    volatile: frozenset[str] = frozenset()  # why a branch on this value may differ on replay
+    path: str = ""  # how the code names it, for messages
+    attribute: tuple[str, str] | None = None  # (class name, attribute) for `self.<attribute>`
+
+    @property
+    def outlives_region(self) -> bool:
+        return any(origin in (INPUT, OUTER) or origin.startswith(GLOBAL) for origin in self.origins)
+
+    @property
+    def global_names(self) -> list[str]:
+        return sorted(origin[len(GLOBAL) :] for origin in self.origins if origin.startswith(GLOBAL))
+
+    def renamed(self, path: str) -> Value:
+        return replace(self, path=path)
+
+    def with_types(self, types: Iterable) -> Value:
+        return replace(self, types=frozenset(types))
+
+
+LOCAL_VALUE = Value()
+CONST_VALUE = Value(frozenset({CONST}))
+INPUT_VALUE = Value(frozenset({INPUT}))
+
+
+def merge(values: Iterable[Value]) -> Value:
+    """The value of a name that may hold any of `values` (after an if/else, in a loop)."""
+    values = list(values)
+    if not values:
+        return LOCAL_VALUE
+    if len(values) == 1:
+        return values[0]
+    first = values[0]
+    attributes = {v.attribute for v in values}
+    return Value(
+        origins=frozenset().union(*(v.origins for v in values)),
+        types=frozenset().union(*(v.types for v in values)),
+        volatile=frozenset().union(*(v.volatile for v in values)),
+        path=first.path if all(v.path == first.path for v in values) else first.path or values[-1].path,
+        attribute=first.attribute if len(attributes) == 1 else None,
+    )
+
+
+def element_types(types: Iterable) -> frozenset:
+    """What indexing or iterating over values of these types gives."""
+    found: set = set()
+    for item in types:
+        if isinstance(item, ContainerType):
+            found.update(item.elements)
+    return frozenset(found)
