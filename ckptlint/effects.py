@@ -55,6 +55,10 @@ MAX_CALL_DEPTH = 12
 _SAME_DEVICE = ClassType("<device of a tensor in the region>")
 _TENSOR = ClassType("torch.Tensor")
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "complex"})
+_CONTAINER_ANNOTATIONS = {
+    **dict.fromkeys(("dict", "Dict", "Mapping", "MutableMapping", "OrderedDict", "defaultdict"), torch_api.MAPPING),
+    **dict.fromkeys(("list", "List", "Sequence", "MutableSequence", "set", "Set", "tuple", "Tuple", "deque"), torch_api.SEQUENCE),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -176,8 +180,12 @@ class FunctionInterpreter:
         if annotation is None:
             return frozenset()
         text = ast.unparse(annotation)
-        if text.rpartition(".")[2] in ("Tensor", "FloatTensor", "LongTensor", "BoolTensor"):
+        head = (annotation.value if isinstance(annotation, ast.Subscript) else annotation)
+        head_name = ast.unparse(head).rpartition(".")[2]
+        if head_name in ("Tensor", "FloatTensor", "LongTensor", "BoolTensor"):
             return frozenset({_TENSOR})
+        if head_name in _CONTAINER_ANNOTATIONS:
+            return frozenset({ContainerType(_CONTAINER_ANNOTATIONS[head_name])})
         if text in _SCALAR_ANNOTATIONS:
             return frozenset({ClassType(f"builtins.{text}")})
         return self.inference.annotation_types(annotation, self.module, self.scope.parent or self.scope)

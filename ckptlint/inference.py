@@ -28,7 +28,7 @@ from ckptlint.values import (
     element_types,
 )
 
-MAX_DEPTH = 10
+MAX_DEPTH = 24
 EMPTY: frozenset = frozenset()
 
 
@@ -144,9 +144,9 @@ class TypeInference:
                 else:
                     types = self.types(argument, module, scope, depth + 1)
                     if kind == torch_api.SEQUENTIAL and not any(isinstance(t, ContainerType) for t in types):
-                        elements.update(types)
+                        elements.update(types)  # nn.Sequential(a, b, c)
                     else:
-                        elements.update(element_types(types) or types)
+                        elements.update(element_types(types))  # nn.ModuleList([...]), nn.Sequential(OrderedDict)
             return frozenset({ContainerType(kind, frozenset(elements)), ClassType(name)})
         if name in torch_api.PYTHON_CONTAINER_CALLS:
             kind = torch_api.PYTHON_CONTAINER_CALLS[name]
@@ -313,7 +313,7 @@ class TypeInference:
             if isinstance(base, ClassType):
                 info = self.classes.by_name(base.name)
                 if info is not None:
-                    found.update(self.attribute_types(info, expr.attr, depth + 1))
+                    found.update(self.attribute_types(info, expr.attr))
         if found:
             return frozenset(found)
         name = self.qualified_name(expr, module, scope)
@@ -321,7 +321,7 @@ class TypeInference:
             return self._global_types(name, depth + 1)
         return EMPTY
 
-    def attribute_types(self, info: ClassInfo, attribute: str, depth: int = 0) -> frozenset:
+    def attribute_types(self, info: ClassInfo, attribute: str) -> frozenset:
         key = (id(info.scope), attribute)
         cached = self._attribute_types.get(key)
         if cached is not None:
@@ -331,10 +331,11 @@ class TypeInference:
         for cls in self.classes.mro(info):
             for assignment in cls.attribute_assignments.get(attribute, ()):
                 if assignment.value is not None and not assignment.augmented:
-                    found.update(self.types(assignment.value, cls.module, assignment.method, depth + 1))
+                    # a fresh depth budget: the result is memoised, so it must not depend on the caller's depth
+                    found.update(self.types(assignment.value, cls.module, assignment.method))
             annotation = cls.class_level_annotations.get(attribute)
             if annotation is not None:
-                found.update(self.annotation_types(annotation, cls.module, cls.scope, depth + 1))
+                found.update(self.annotation_types(annotation, cls.module, cls.scope))
             method = cls.method(attribute)
             if method is not None:
                 found.add(self.function(cls.module, method, Value(frozenset({OUTER}), frozenset({ClassType(info.qualified_name)}), path="self")))

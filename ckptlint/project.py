@@ -4,6 +4,11 @@ Module names come from the file system as Python's import system sees them: a
 file's import root is the first ancestor directory without an `__init__.py`.
 Regions reach other modules through `import` statements; those modules are read
 and parsed only when something asks for them.
+
+Two roots can hold the same top-level name (`examples/a/train.py` and
+`examples/b/train.py`). Internally the first root to claim a name keeps it and later
+ones get `train@1`, `train@2`; an absolute import resolves in the importing file's own
+root first, as `sys.path[0]` makes Python do. Internal names never reach messages.
 """
 
 from __future__ import annotations
@@ -38,18 +43,6 @@ def import_root(path: Path) -> Path:
     return directory
 
 
-def module_name_for(path: Path) -> tuple[str, str]:
-    """(module name, package for relative imports) of a file, from its import root."""
-    root = import_root(path)
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts and parts[-1] == "__init__":
-        parts.pop()
-        name = ".".join(parts)
-        return name or path.parent.name, name
-    name = ".".join(parts)
-    return name, ".".join(parts[:-1])
-
-
 class LoadedModule:
     """A module read from disk (or an editor buffer): its symbols, or why it has none."""
 
@@ -81,17 +74,18 @@ class Project:
         base: Path | None = None,
     ):
         self._keys: dict[str, Path] = {}
-        self.roots: list[Path] = []
-        for root in roots:
-            self.add_root(root)
         self.is_excluded = is_excluded or (lambda path: False)
         self.overlays = {self._key(p): text for p, text in (overlays or {}).items()}
         self.base = base or Path.cwd()
         self._by_path: dict[Path, LoadedModule] = {}
         self._path_by_name: dict[str, Path | None] = {}
         self._top_level: dict[Path, frozenset[str]] = {}  # names importable from each root
-        self._head_index: dict[str, list[Path]] | None = None
+        self._head_index: dict[str, Path] | None = None  # internal top-level name -> root
+        self._heads: dict[tuple[Path, str], str] = {}  # (root, top-level name) -> internal name
         self.linted_files: list[Path] = []  # the files linted as named, not only reached
+        self.roots: list[Path] = []
+        for root in roots:
+            self.add_root(root)
 
     def _key(self, path: Path | str) -> Path:
         text = os.fspath(path)
@@ -108,6 +102,7 @@ class Project:
         if root not in self.roots:
             self.roots.append(root)
             self._head_index = None
+            self._path_by_name.clear()
 
     def add_file(self, path: Path) -> None:
         self.add_root(import_root(self._key(path)))
@@ -132,8 +127,10 @@ class Project:
         if isinstance(tree, Finding):
             loaded = LoadedModule(key, source, None, tree)
         else:
-            name, package = module_name_for(key)
-            loaded = LoadedModule(key, source, ModuleSymbols(name, source, tree, package), None)
+            root = import_root(key)
+            name, package = self._module_name(key, root)
+            symbols = ModuleSymbols(name, source, tree, package, lambda target: self._internal_import(target, root))
+            loaded = LoadedModule(key, source, symbols, None)
         self._by_path[key] = loaded
         return loaded
 
@@ -154,16 +151,43 @@ class Project:
 
     def is_project_name(self, qualified_name: str) -> bool:
         """Could this dotted name live in the project? (Its first part is importable from a root.)"""
-        return qualified_name.partition(".")[0] in self._roots_by_head()
+        return qualified_name.partition(".")[0] in self._namespace()
 
-    def _roots_by_head(self) -> dict[str, list[Path]]:
+    def _namespace(self) -> dict[str, Path]:
+        """Internal top-level name -> the root it lives in, claimed in root order."""
         if self._head_index is None:
-            index: dict[str, list[Path]] = {}
+            self._head_index = {}
+            self._heads = {}
             for root in self.roots:
-                for name in self._names_in(root):
-                    index.setdefault(name, []).append(root)
-            self._head_index = index
+                for head in sorted(self._names_in(root)):
+                    taken = sum(1 for r in self.roots if (r, head) in self._heads)
+                    internal = head if taken == 0 else f"{head}@{taken}"
+                    self._heads[(root, head)] = internal
+                    self._head_index[internal] = root
         return self._head_index
+
+    def _internal_head(self, root: Path, head: str) -> str | None:
+        self._namespace()
+        return self._heads.get((root, head))
+
+    def _module_name(self, path: Path, root: Path) -> tuple[str, str]:
+        """(internal module name, package for relative imports) of a file."""
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts and parts[-1] == "__init__":
+            parts.pop()
+        if parts:
+            parts[0] = self._internal_head(root, parts[0]) or parts[0]
+        name = ".".join(parts) or path.parent.name
+        package = name if path.stem == "__init__" else ".".join(parts[:-1])
+        return name, package
+
+    def _internal_import(self, target: str, importer_root: Path) -> str:
+        """An absolute import's internal name: the importing file's root first, then the others."""
+        head, dot, rest = target.partition(".")
+        internal = self._internal_head(importer_root, head)
+        if internal is None:
+            internal = next((self._heads[(r, head)] for r in self.roots if (r, head) in self._heads), None)
+        return target if internal is None else internal + dot + rest
 
     def _names_in(self, root: Path) -> frozenset[str]:
         names = self._top_level.get(root)
@@ -184,11 +208,14 @@ class Project:
         parts = name.split(".")
         if not all(parts):
             return None
-        for root in self._roots_by_head().get(parts[0], ()):
-            base = root.joinpath(*parts)
-            for candidate in (base.with_name(base.name + ".py"), base / "__init__.py", base.with_name(base.name + ".pyi")):
-                if (self._key(candidate) in self.overlays or candidate.is_file()) and not self.is_excluded(candidate):
-                    return candidate
+        root = self._namespace().get(parts[0])
+        if root is None:
+            return None
+        parts[0] = parts[0].partition("@")[0]
+        base = root.joinpath(*parts)
+        for candidate in (base.with_name(base.name + ".py"), base / "__init__.py", base.with_name(base.name + ".pyi")):
+            if (self._key(candidate) in self.overlays or candidate.is_file()) and not self.is_excluded(candidate):
+                return candidate
         return None
 
     # -- names across modules -------------------------------------------------

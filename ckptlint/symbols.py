@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ckptlint.source import SourceFile
 
@@ -100,8 +100,17 @@ class Scope:
 class ModuleSymbols:
     """What one module binds, where its calls are, and how to resolve its names."""
 
-    def __init__(self, name: str, source: SourceFile, tree: ast.Module, package: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        source: SourceFile,
+        tree: ast.Module,
+        package: str | None = None,
+        import_name: Callable[[str], str] | None = None,
+    ):
         self.name = name
+        # maps an absolute import to the project's internal module name (see project.py)
+        self.import_name = import_name or (lambda target: target)
         self.source = source
         self.tree = tree
         # The package relative imports start from: the module itself for __init__ files.
@@ -317,13 +326,15 @@ class _ScopeBuilder:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
-                    self.bind(scope, alias.asname, IMPORT, node, in_handler, target=alias.name)
+                    self.bind(scope, alias.asname, IMPORT, node, in_handler, target=symbols.import_name(alias.name))
                 else:
                     head = alias.name.partition(".")[0]
-                    self.bind(scope, head, IMPORT, node, in_handler, target=head)
+                    self.bind(scope, head, IMPORT, node, in_handler, target=symbols.import_name(head))
             return
         if isinstance(node, ast.ImportFrom):
             base = symbols.resolve_relative(node.module, node.level or 0)
+            if base and not node.level:
+                base = symbols.import_name(base)
             for alias in node.names:
                 if alias.name == "*":
                     continue

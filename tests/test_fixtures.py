@@ -13,7 +13,7 @@ from ckptlint.engine import Linter
 from conftest import FIXTURES, REPO, expectations, fixture_files, json_findings, run_cli
 
 RECOGNITION_CASES = fixture_files(FIXTURES / "calls") + fixture_files(FIXTURES / "packages")
-CASES = RECOGNITION_CASES + fixture_files(FIXTURES / "bad")
+CASES = RECOGNITION_CASES + fixture_files(FIXTURES / "bad") + fixture_files(FIXTURES / "regions")
 
 
 def _lint(path: Path, project: bool = True):
