@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 from ckptlint import torch_api
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.inference import TypeInference, display_name
-from ckptlint.mutability import Mutability
+from ckptlint.mutability import Mutability, lazy_initialised_names
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, ModuleSymbols, Scope
 from ckptlint.values import (
@@ -82,6 +82,7 @@ class Context:
     arguments: tuple[tuple[str, Value], ...] = ()
     closure: tuple[tuple[str, Value], ...] = ()
     entry: bool = False  # a region entry: every parameter is an input of the checkpoint call
+    closure_in_region: bool = False  # the closure's variables belong to a frame inside the region
 
 
 @dataclass(frozen=True)
@@ -346,9 +347,13 @@ class FunctionInterpreter:
         if isinstance(target, ast.Name):
             name = target.id
             if name in self.scope.globals:
-                self.add(GLOBAL_STATE, target, f"rebinds module-level `{name}` (declared global): the replay does it again")
+                if name not in lazy_initialised_names(self.scope.node):  # `if _x is None: _x = ...` is fine
+                    self.add(GLOBAL_STATE, target, f"rebinds module-level `{name}` (declared global): the replay does it again")
                 return
             if name in self.scope.nonlocals:
+                if self.context.closure_in_region and name in self.closure:
+                    self.closure[name] = value  # the enclosing function's frame is inside the region too
+                    return
                 self.add(
                     GLOBAL_STATE,
                     target,
@@ -365,8 +370,9 @@ class FunctionInterpreter:
             self.assign(target.value, value, node)
         elif isinstance(target, ast.Attribute):
             base = self.eval(target.value)
-            attribute = self._attribute_of(base, target.attr)
-            self.mutate(attribute if attribute.attribute else base, target, f"assigns `.{target.attr}` of", tensor=False)
+            self.mutate(self._attribute_target(base, target.attr), target, "assigns")
+            if isinstance(target.value, ast.Name):  # later reads in this function see this value
+                self.env[f"{target.value.id}.{target.attr}"] = replace(value, path=f"{target.value.id}.{target.attr}")
         elif isinstance(target, ast.Subscript):
             base = self.eval(target.value)
             self.eval(target.slice)
@@ -388,8 +394,7 @@ class FunctionInterpreter:
             self.env[name] = current if self._input_tensor(current) else Value(volatile=current.volatile | value.volatile, path=name)
         elif isinstance(target, ast.Attribute):
             base = self.eval(target.value)
-            attribute = self._attribute_of(base, target.attr)
-            self.mutate(attribute if attribute.attribute else base, target, f"`{symbol}` on `.{target.attr}` of")
+            self.mutate(self._attribute_target(base, target.attr), target, f"`{symbol}` on")
         elif isinstance(target, ast.Subscript):
             base = self.eval(target.value)
             self.eval(target.slice)
@@ -461,7 +466,24 @@ class FunctionInterpreter:
         volatile = frozenset({f"global `{name}` ({reason})"}) if reason else frozenset()
         return Value(frozenset({GLOBAL + name}), types, volatile, path=name)
 
+    def _stores_a_device(self, value: Value) -> bool:
+        """`obj.device` names a chosen device only when obj's class assigns `self.device = ...`.
+
+        Otherwise it is a tensor's device or a property giving a model's parameters' device:
+        where the region's tensors already are.
+        """
+        for item in value.types:
+            if isinstance(item, ClassType):
+                info = self.analysis.classes.by_name(item.name)
+                if info is not None and self.analysis.classes.attribute_assignments(info, "device"):
+                    return True
+        return False
+
     def eval_Attribute(self, node: ast.Attribute) -> Value:
+        if isinstance(node.value, ast.Name):
+            stored = self.env.get(f"{node.value.id}.{node.attr}")
+            if stored is not None:
+                return stored
         qualified = self.module.qualified_name(node, self.scope)
         if qualified is not None and self._names_a_module_attribute(node):
             found = self.analysis.project.global_binding(qualified)
@@ -481,16 +503,24 @@ class FunctionInterpreter:
         binding = self.module.binding(self.scope, base.id, base.lineno)
         return binding is not None and binding.kind == IMPORT
 
+    def _attribute_target(self, base: Value, attribute: str) -> Value:
+        """`base.attribute` as something written to (whatever its type)."""
+        owner = next((t.name for t in base.types if isinstance(t, ClassType) and self.analysis.classes.by_name(t.name)), None)
+        path = f"{base.path}.{attribute}" if base.path else attribute
+        return Value(base.origins, path=path, attribute=(owner, attribute) if owner else None)
+
     def _attribute_of(self, base: Value, attribute: str) -> Value:
         path = f"{base.path}.{attribute}" if base.path else attribute
-        if attribute == "device" and (not base.outlives_region or INPUT in base.origins):
-            return Value(frozenset({LOCAL}), frozenset({_SAME_DEVICE}), path=path)
+        if attribute == "device" and not self._stores_a_device(base):
+            return Value(frozenset({LOCAL}), frozenset({_SAME_DEVICE}), path=path)  # a tensor's (or model's) own device
         if attribute in ("shape", "dtype", "ndim", "is_cuda", "requires_grad", "training"):
-            return Value(frozenset({CONST}), volatile=base.volatile, path=path)
+            return Value(frozenset({CONST}), path=path)
         if not base.outlives_region:
             return Value(base.origins, volatile=base.volatile, path=path)
         types: set = set()
-        volatile = set(base.volatile)
+        # which object `base` is may change; what a branch reads is the attribute's own value,
+        # so only the attribute's mutability counts (`self.dispatcher.routing_map`)
+        volatile: set[str] = set()
         owner: tuple[str, str] | None = None
         for item in base.types:
             if isinstance(item, ClassType):
@@ -600,10 +630,11 @@ class FunctionInterpreter:
     def local_function(self, node: ast.AST) -> FunctionType:
         """A function defined in the region: it sees the current values of the names it uses."""
         scope = self.module.scope_of[id(node)]
-        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} | scope.nonlocals
         free = {name: value for name, value in self.closure.items() if name in used and name not in scope.bindings}
         free.update((name, value) for name, value in self.env.items() if name in used and name not in scope.bindings)
-        return self.inference.function(self.module, scope, bound=sorted(free.items(), key=lambda item: item[0]))
+        function = self.inference.function(self.module, scope, bound=sorted(free.items(), key=lambda item: item[0]))
+        return replace(function, defined_in_region=True)
 
     # -- calls ----------------------------------------------------------------
 
@@ -692,10 +723,10 @@ class FunctionInterpreter:
             self.mutate(keywords["out"], node, f"`{ast.unparse(node.func)}(out=...)` writes into", tensor=True)
         if name.startswith("torch.nn.init.") and name.endswith("_") and arguments:
             self.mutate(arguments[0], node, f"in-place `{ast.unparse(node.func)}()` on", tensor=True)
-        device = _keyword(node, "device")
-        if device is not None:
-            self.device_move(node, device, f"`{ast.unparse(node.func)}(device=...)` creates a tensor")
         short = torch_api.short_name(name)
+        device = _keyword(node, "device")
+        if device is not None and short in torch_api.TORCH_FACTORIES:
+            self.device_move(node, device, f"`{ast.unparse(node.func)}(device=...)` creates a tensor")
         if short[:1].isupper():
             if name.startswith("torch.nn.") and short in torch_api.TORCH_CONTAINERS:
                 return Value(types=self.inference.types(node, self.module, self.scope))
@@ -819,7 +850,8 @@ class FunctionInterpreter:
                 results.append(self.call_module(callee, item, node, arguments, keywords))
             elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
                 for element in item.elements:
-                    results.append(self.invoke(Value(callee.origins, frozenset({element}), path=callee.path), node, arguments, keywords))
+                    element_value = Value(callee.origins, frozenset({element}), path=f"{callee.path}[...]")
+                    results.append(self.invoke(element_value, node, arguments, keywords))
             elif isinstance(item, ClassObjectType):
                 results.append(Value(types=frozenset({self.inference.instance(item.name, node)})))
         return merge(results) if results else LOCAL_VALUE
@@ -965,9 +997,15 @@ def _call_context(function: FunctionType, scope: Scope, node: ast.Call, argument
             values[kwarg] = merge(extra)
     arguments_ = tuple(sorted((name, _normalised(value, name)) for name, value in values.items()))
     receiver = _normalised(function.receiver, "self") if function.receiver is not None else None
-    return Context(receiver, arguments_, tuple(sorted((n, _normalised(v, n)) for n, v in closure)))
+    closure_values = tuple(sorted((n, _normalised(v, n)) for n, v in closure))
+    return Context(receiver, arguments_, closure_values, closure_in_region=function.defined_in_region)
 
 
 def _normalised(value: Value, name: str) -> Value:
-    """The value as the callee sees it: named by its parameter (so summaries are shared)."""
-    return Value(value.origins, value.types, value.volatile, name, value.attribute)
+    """The value as the callee sees it: named by its parameter (so summaries are shared).
+
+    An object (a module, a container) passes no volatility: whether `self.dispatcher` is
+    reassigned says nothing about the branches inside the dispatcher's methods.
+    """
+    is_object = any(isinstance(t, (ClassType, ContainerType)) for t in value.types)
+    return Value(value.origins, value.types, frozenset() if is_object else value.volatile, name, value.attribute)

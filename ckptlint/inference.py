@@ -11,6 +11,7 @@ about what project code a region can run.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Iterable
 
 from ckptlint import torch_api
@@ -110,7 +111,7 @@ class TypeInference:
                 for item in self.types(returned, callee_module, callee_scope, depth + 1):
                     if isinstance(item, FunctionType) and bound and item.node is not None:
                         # a closure factory: the inner function sees the factory's arguments
-                        item = FunctionType(item.key, item.name, item.receiver, item.bound + bound, item.node, item.module)
+                        item = replace(item, bound=item.bound + bound)
                     found.add(item)
             return frozenset(found)
         return EMPTY
@@ -347,7 +348,7 @@ class TypeInference:
 
     def function(self, module: ModuleSymbols, scope: Scope, receiver: Value | None = None, bound=()) -> FunctionType:
         node = scope.node
-        return FunctionType(id(node), display_name(scope), receiver, tuple(bound), node, module)
+        return FunctionType(id(node), display_name(scope), receiver, tuple(bound), node=node, module=module)
 
     def return_expressions(self, scope: Scope) -> list[ast.expr]:
         cached = self._returns.get(id(scope))

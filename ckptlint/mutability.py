@@ -46,6 +46,33 @@ def _written_roots(node: ast.AST) -> Iterator[tuple[ast.expr, str]]:
             yield node.func.value, f".{method}()"
 
 
+def lazy_initialised_names(function: ast.AST) -> frozenset[str]:
+    """Names a function tests for None or truth before setting them: `if _cache is None: _cache = ...`.
+
+    Writing such a global is lazy initialisation or memoisation: the first call sets it and
+    every later one (a replay included) sees the same value.
+    """
+    names: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            names.update(_tested_for_none_or_truth(node.test))
+    return frozenset(names)
+
+
+def _tested_for_none_or_truth(test: ast.expr) -> Iterator[str]:
+    if isinstance(test, ast.Name):
+        yield test.id
+    elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        yield from _tested_for_none_or_truth(test.operand)
+    elif isinstance(test, ast.BoolOp):
+        for value in test.values:
+            yield from _tested_for_none_or_truth(value)
+    elif isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and len(test.comparators) == 1:
+        other = test.comparators[0]
+        if isinstance(other, ast.Constant) and other.value in (None, False, True):
+            yield test.left.id
+
+
 class Mutability:
     def __init__(self, classes: ClassIndex):
         self.classes = classes
@@ -61,8 +88,9 @@ class Mutability:
         found: dict[str, str] = {}
         for name, bindings in module.scope.bindings.items():
             for binding in bindings:
-                if binding.written_from is not None:
-                    where = binding.written_from.qualname or "<module>"
+                writer = binding.written_from
+                if writer is not None and name not in lazy_initialised_names(writer.node):
+                    where = writer.qualname or "<module>"
                     found.setdefault(name, f"reassigned in {where} (line {binding.line})")
         for function, _ in module.functions:
             scope = module.scope_of[id(function)]

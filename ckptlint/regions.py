@@ -10,7 +10,7 @@ Unresolvable regions (a parameter, a third-party callable) yield no entries.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ckptlint import torch_api
 from ckptlint.calls import CheckpointCall
@@ -83,7 +83,7 @@ class RegionResolver:
             found = set()
             for item in self._region_types(region.args[0], call):
                 if isinstance(item, FunctionType):
-                    item = FunctionType(item.key, item.name, item.receiver, item.bound + bound, item.node, item.module)
+                    item = replace(item, bound=item.bound + bound)
                 found.add(item)
             return frozenset(found)
         return self.inference.types(region, module, scope)

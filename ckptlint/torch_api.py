@@ -137,3 +137,11 @@ def is_numpy_draw(qualified_name: str) -> bool:
 def is_python_draw(qualified_name: str) -> bool:
     module, _, name = qualified_name.rpartition(".")
     return module == "random" and name in PYTHON_RANDOM_DRAWS
+
+# Tensor factories: `device=` on these creates a tensor on that device.
+TORCH_FACTORIES = frozenset(
+    {"zeros", "ones", "empty", "full", "arange", "range", "linspace", "logspace", "eye", "tensor", "as_tensor",
+     "asarray", "rand", "randn", "randint", "randperm", "normal", "zeros_like", "ones_like", "empty_like",
+     "full_like", "rand_like", "randn_like", "randint_like", "empty_strided", "scalar_tensor", "tril_indices",
+     "triu_indices", "sparse_coo_tensor", "bernoulli", "polar", "complex"}
+)  # fmt: skip
