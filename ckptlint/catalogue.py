@@ -37,11 +37,16 @@ class CheckpointAPI:
     mode: str
     region_argument: int | None = 0
     region_keyword: str | None = None
+    # where the region's own positional arguments start in the call (None: not in this call)
+    arguments_from: int | None = 1
     use_reentrant_position: int | None = None  # positional index of use_reentrant, if any
     use_reentrant_default: bool | None = None  # for LIBRARY_DEFAULT
     takes_preserve_rng_state: bool = False
     preserves_rng: bool = True
     neutralises: frozenset[str] = frozenset()
+    # keyword arguments the library sets to None (or False) before checkpointing a call
+    cleared_arguments: tuple[str, ...] = ()
+    cleared_unless: str | None = None  # a class attribute that, when True, keeps them
     aliases: tuple[str, ...] = ()
     summary: str = ""
 
@@ -130,6 +135,7 @@ BUILTIN_APIS: tuple[CheckpointAPI, ...] = (
         "megatron",
         CALLABLE,
         REENTRANT,
+        arguments_from=2,
         aliases=("megatron.core.tensor_parallel.checkpoint", "megatron.mpu.checkpoint", "megatron.mpu.random.checkpoint"),
         summary="Megatron tensor_parallel.checkpoint(fn, distribute_saved_activations, *args): reentrant",
     ),
@@ -146,6 +152,7 @@ BUILTIN_APIS: tuple[CheckpointAPI, ...] = (
         "megatron",
         CALLABLE,
         REENTRANT,
+        arguments_from=4,
         aliases=("megatron.core.transformer.custom_layers.transformer_engine.te_checkpoint",),
         summary="Megatron te_checkpoint(fn, distribute_saved_activations, get_rng_state_tracker, tp_group, *args)",
     ),
@@ -213,6 +220,10 @@ BUILTIN_APIS: tuple[CheckpointAPI, ...] = (
         LAYER_CLASS,
         REENTRANT,
         region_argument=None,
+        # transformers sets use_cache=False and drops the KV cache when it checkpoints a layer
+        # (`cache`/`layer_past` in 5.x, `past_key_value(s)` before), unless the layer only reads it
+        cleared_arguments=("use_cache", "cache", "layer_past", "past_key_value", "past_key_values"),
+        cleared_unless="_can_checkpoint_with_cache",
         aliases=("transformers.GradientCheckpointingLayer",),
         summary="subclasses of GradientCheckpointingLayer: forward replayed when gradient checkpointing is on",
     ),

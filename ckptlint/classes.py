@@ -78,8 +78,11 @@ class ClassInfo:
 
 
 def _is_static(node: ast.AST) -> bool:
+    """Static and class methods (also implicit ones like `__init_subclass__`) have no instance."""
+    if getattr(node, "name", "") in ("__init_subclass__", "__new__", "__class_getitem__"):
+        return True
     decorators = getattr(node, "decorator_list", [])
-    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in decorators)
+    return any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in decorators)
 
 
 def _assignment_targets(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr | None, bool]]:

@@ -81,7 +81,10 @@ class Context:
     receiver: Value | None = None
     arguments: tuple[tuple[str, Value], ...] = ()
     closure: tuple[tuple[str, Value], ...] = ()
-    entry: bool = False  # a region entry: every parameter is an input of the checkpoint call
+    entry: bool = False  # a region entry: its parameters are inputs of the checkpoint call
+    # how many positional arguments and which keywords the checkpoint call passes (None: unknown, all)
+    entry_positional: int | None = None
+    entry_keywords: tuple[str, ...] = ()
     closure_in_region: bool = False  # the closure's variables belong to a frame inside the region
 
 
@@ -158,12 +161,13 @@ class FunctionInterpreter:
         if positional and self.context.receiver is not None:
             self.env[positional[0].arg] = self.context.receiver.renamed(positional[0].arg)
             parameters = parameters[1:]
+        free_positional = [p.arg for p in positional if p.arg not in given and p in parameters]
         for parameter in parameters:
             name = parameter.arg
             annotation = self._annotation_types(parameter.annotation)
             if name in given:
                 value = given[name]
-            elif self.context.entry:
+            elif self.context.entry and (name not in defaults or self._passed_by_checkpoint(name, free_positional)):
                 value = Value(frozenset({INPUT}), annotation, path=name)
             elif name in defaults:
                 value = self._default_value(defaults[name])
@@ -176,6 +180,15 @@ class FunctionInterpreter:
             if star is not None:
                 passed = given.get(star.arg)
                 self.env[star.arg] = passed or Value(frozenset({INPUT if self.context.entry else LOCAL}), path=star.arg)
+
+    def _passed_by_checkpoint(self, name: str, free_positional: list[str]) -> bool:
+        """Does the checkpoint call pass this parameter? (Unpassed ones take their defaults.)"""
+        context = self.context
+        if context.entry_positional is None:
+            return True
+        if name in context.entry_keywords:
+            return True
+        return name in free_positional[: context.entry_positional]
 
     def _annotation_types(self, annotation: ast.expr | None) -> frozenset:
         if annotation is None:
@@ -894,6 +907,8 @@ class FunctionInterpreter:
         if scope is None:
             return LOCAL_VALUE
         context = _call_context(function, scope, node, arguments, keywords)
+        if context is None:  # the call cannot bind to this callee: it is not the one called
+            return LOCAL_VALUE
         summary = self.analysis.summary(module, scope, context)
         for effect in summary.effects:
             self.add(effect.kind, effect.node, effect.detail, effect.module, (function.name, *effect.chain))
@@ -959,8 +974,14 @@ def _is_super_call(expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
     return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "super"
 
 
-def _call_context(function: FunctionType, scope: Scope, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Context:
-    """Bind a call's argument values to the callee's parameters (after partial/closure bindings)."""
+def _call_context(
+    function: FunctionType, scope: Scope, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]
+) -> Context | None:
+    """Bind a call's argument values to the callee's parameters (after partial/closure bindings).
+
+    None when Python would reject the call (too many positional arguments, an unknown
+    keyword): with a union of possible callees, that one is not the target.
+    """
     definition = scope.node
     bound = dict(function.bound)
     params: list[str] = []
@@ -983,6 +1004,11 @@ def _call_context(function: FunctionType, scope: Scope, node: ast.Call, argument
     for name, value in zip(free, positional):
         values[name] = value
     star_values.extend(positional[len(free) :])
+    if len(positional) > len(free) and vararg is None:
+        return None
+    unknown_keywords = [k for k in keywords if k not in params and k not in keyword_only and k not in bound]
+    if unknown_keywords and kwarg is None:
+        return None
     if first_star is not None:  # `*args` may fill the remaining parameters
         for name in free[len(positional) :]:
             values.setdefault(name, merge(star_values))

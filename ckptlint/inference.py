@@ -329,11 +329,19 @@ class TypeInference:
             return cached
         self._attribute_types[key] = EMPTY  # cycles: `self.a = self.a.b`
         found: set = set()
+        initialised = False  # the most derived class that sets it in __init__ overrides its bases
         for cls in self.classes.mro(info):
+            sets_in_init = False
             for assignment in cls.attribute_assignments.get(attribute, ()):
-                if assignment.value is not None and not assignment.augmented:
-                    # a fresh depth budget: the result is memoised, so it must not depend on the caller's depth
-                    found.update(self.types(assignment.value, cls.module, assignment.method))
+                if assignment.value is None or assignment.augmented:
+                    continue
+                in_init = assignment.method.node.name in torch_api.INIT_LIKE_METHODS  # type: ignore[attr-defined]
+                sets_in_init = sets_in_init or in_init
+                if in_init and initialised:
+                    continue  # overridden by a subclass's __init__ (which runs after super().__init__())
+                # a fresh depth budget: the result is memoised, so it must not depend on the caller's depth
+                found.update(self.types(assignment.value, cls.module, assignment.method))
+            initialised = initialised or sets_in_init
             annotation = cls.class_level_annotations.get(attribute)
             if annotation is not None:
                 found.update(self.annotation_types(annotation, cls.module, cls.scope))
@@ -389,7 +397,13 @@ def display_name(scope: Scope) -> str:
     return scope.qualname.replace("<locals>.", "") or "<module>"
 
 
+IMPLICIT_CLASS_METHODS = frozenset({"__init_subclass__", "__new__", "__class_getitem__"})
+
+
 def _is_static(node: ast.AST) -> bool:
+    """A static or class method: its first parameter is not an instance."""
+    if getattr(node, "name", "") in IMPLICIT_CLASS_METHODS:
+        return True
     return any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in getattr(node, "decorator_list", ()))
 
 

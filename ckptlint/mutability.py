@@ -56,7 +56,21 @@ def lazy_initialised_names(function: ast.AST) -> frozenset[str]:
     for node in ast.walk(function):
         if isinstance(node, (ast.If, ast.IfExp, ast.While)):
             names.update(_tested_for_none_or_truth(node.test))
+        if isinstance(node, ast.If):
+            # memoisation: `if key != _loaded: _fn = load(key); _loaded = key` re-runs only on a new key
+            tested = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+            assigned = {t.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Assign) for t in _names(n.targets)}
+            if tested & assigned:
+                names.update(assigned)
     return frozenset(names)
+
+
+def _names(targets: list[ast.expr]) -> Iterator[ast.Name]:
+    for target in targets:
+        if isinstance(target, ast.Name):
+            yield target
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            yield from _names(list(target.elts))
 
 
 def _tested_for_none_or_truth(test: ast.expr) -> Iterator[str]:
@@ -86,14 +100,19 @@ class Mutability:
         if cached is not None:
             return cached
         found: dict[str, str] = {}
+        construction_only = _called_only_at_construction(module)
         for name, bindings in module.scope.bindings.items():
             for binding in bindings:
                 writer = binding.written_from
-                if writer is not None and name not in lazy_initialised_names(writer.node):
+                if writer is None or writer.qualname in construction_only:
+                    continue
+                if name not in lazy_initialised_names(writer.node):
                     where = writer.qualname or "<module>"
                     found.setdefault(name, f"reassigned in {where} (line {binding.line})")
         for function, _ in module.functions:
             scope = module.scope_of[id(function)]
+            if scope.qualname in construction_only:
+                continue
             for node in ast.walk(function):
                 for root, how in _written_roots(node):
                     while isinstance(root, (ast.Attribute, ast.Subscript)):
@@ -119,7 +138,10 @@ class Mutability:
                 receiver = method.first_parameter()
                 if name in init_only or receiver is None:
                     continue
+                setter = _is_configuration_setter(method.node)
                 for node in ast.walk(method.node):
+                    if setter and not _stores_a_tensor(node, method.node):
+                        continue
                     for root, how in _written_roots(node):
                         attribute = _self_attribute(root, receiver)
                         if attribute is not None and attribute not in found:
@@ -156,6 +178,46 @@ class Mutability:
         result = frozenset(found)
         self._tensors[id(info.scope)] = result
         return result
+
+
+CONFIGURATION_PREFIXES = ("set_", "_set_", "enable_", "disable_", "prepare_for_")
+
+
+def _is_configuration_setter(function: ast.AST) -> bool:
+    """`@x.setter` properties and `set_*`/`enable_*`/`prepare_for_*` methods configure a model between runs."""
+    name = getattr(function, "name", "")
+    decorators = getattr(function, "decorator_list", ())
+    is_property_setter = any(isinstance(d, ast.Attribute) and d.attr == "setter" for d in decorators)
+    return is_property_setter or name.startswith(CONFIGURATION_PREFIXES)
+
+
+def _called_only_at_construction(module: ModuleSymbols) -> set[str]:
+    """Module-level functions whose every call in the module is inside an `__init__`:
+    what they set (a kernel loaded into a global) is fixed before any forward runs."""
+    callers: dict[str, set[str]] = {}
+    for function, _ in module.functions:
+        for node in ast.walk(function):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                callers.setdefault(node.func.id, set()).add(function.name)
+    return {
+        name
+        for name, called_from in callers.items()
+        if called_from <= torch_api.INIT_LIKE_METHODS and name in module.scope.bindings
+    }
+
+
+def _stores_a_tensor(node: ast.AST, function: ast.AST) -> bool:
+    """A setter that stores a tensor still counts: pipeline schedules call `set_input_tensor`
+    between a micro-batch's forward and its backward."""
+    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+        return False
+    value = node.value
+    if isinstance(value, ast.Name):
+        args = getattr(function, "args", None)
+        for parameter in [*args.posonlyargs, *args.args, *args.kwonlyargs] if args else []:
+            if parameter.arg == value.id and parameter.annotation is not None:
+                return "Tensor" in ast.unparse(parameter.annotation)
+    return False
 
 
 def _self_attribute(expr: ast.expr, receiver: str) -> str | None:

@@ -19,7 +19,7 @@ from ckptlint.classes import ClassIndex
 from ckptlint.effects import Context
 from ckptlint.inference import TypeInference, display_name
 from ckptlint.symbols import ModuleSymbols, Scope
-from ckptlint.values import INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types
+from ckptlint.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,7 +50,8 @@ class RegionResolver:
         kind = call.api.region_kind
         if kind == LAYER_CLASS and isinstance(region, ast.ClassDef):
             info = self.classes.info(call.module, call.module.scope_of[id(region)])
-            return self._module_entries(ClassType(info.qualified_name), "self")
+            cleared = () if self._class_flag(info, call.api.cleared_unless) else call.api.cleared_arguments
+            return self._module_entries(ClassType(info.qualified_name), cleared)
         if isinstance(region, (ast.FunctionDef, ast.AsyncFunctionDef)):  # decorator form
             scope = call.module.scope_of[id(region)]
             return [self._function_entry(self.inference.function(call.module, scope), call)]
@@ -67,11 +68,11 @@ class RegionResolver:
             elif isinstance(item, ClassType):
                 if item.running_stats:
                     entries.append(RunningStatsRegion(region, item.short))
-                entries.extend(self._module_entries(item, ast.unparse(region)))
+                entries.extend(self._module_entries(item, passed=_passed_arguments(call)))
             elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
                 for element in item.elements:
                     if isinstance(element, ClassType):
-                        entries.extend(self._module_entries(element, ast.unparse(region)))
+                        entries.extend(self._module_entries(element))
         return entries
 
     def _region_types(self, region: ast.expr, call: CheckpointCall) -> frozenset:
@@ -117,9 +118,27 @@ class RegionResolver:
         bound = dict(function.bound)
         arguments = tuple(sorted((name, value) for name, value in bound.items() if name in params))
         closure = tuple(sorted((name, value) for name, value in bound.items() if name not in params))
-        return RegionEntry(module, scope, Context(function.receiver, arguments, closure, entry=True), display_name(scope))
+        positional, keywords = _passed_arguments(call)
+        context = Context(function.receiver, arguments, closure, entry=True, entry_positional=positional, entry_keywords=keywords)
+        return RegionEntry(module, scope, context, display_name(scope))
 
-    def _module_entries(self, item: ClassType, path: str) -> list[RegionEntry | RunningStatsRegion]:
+    def _class_flag(self, info, name: str | None) -> bool:
+        """Whether the class (or a project base) sets `name = True` in its body."""
+        if name is None:
+            return False
+        for cls in self.classes.mro(info):
+            for statement in cls.node.body:
+                if (
+                    isinstance(statement, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == name for t in statement.targets)
+                    and isinstance(statement.value, ast.Constant)
+                ):
+                    return bool(statement.value.value)
+        return False
+
+    def _module_entries(
+        self, item: ClassType, cleared: tuple[str, ...] = (), passed: tuple[int | None, tuple[str, ...]] = (None, ())
+    ) -> list[RegionEntry | RunningStatsRegion]:
         info = self.classes.by_name(item.name)
         if info is None:
             return []
@@ -128,7 +147,10 @@ class RegionResolver:
             return []
         owner, scope = forward
         receiver = Value(frozenset({OUTER}), frozenset({ClassType(info.qualified_name)}), path="self")
-        return [RegionEntry(owner.module, scope, Context(receiver, entry=True), display_name(scope))]
+        arguments = tuple((name, Value(frozenset({CONST}), path=name)) for name in sorted(cleared) if name in _parameters(scope))
+        positional, keywords = passed
+        context = Context(receiver, arguments, entry=True, entry_positional=positional, entry_keywords=keywords)
+        return [RegionEntry(owner.module, scope, context, display_name(scope))]
 
     def _selected_classes(self, check_fn: ast.expr, call: CheckpointCall) -> list[RegionEntry | RunningStatsRegion]:
         """`check_fn=lambda m: isinstance(m, Block)`: every class it tests for."""
@@ -142,8 +164,26 @@ class RegionResolver:
                     for item in self.inference.types(class_expr, module, scope):
                         name = getattr(item, "name", None)
                         if name is not None:
-                            entries.extend(self._module_entries(ClassType(name), name))
+                            entries.extend(self._module_entries(ClassType(name)))
         return entries
+
+
+# torch.utils.checkpoint's own keywords; every other keyword goes to the region (non-reentrant)
+_CHECKPOINT_KEYWORDS = frozenset(
+    {"use_reentrant", "context_fn", "determinism_check", "debug", "early_stop", "preserve_rng_state", "function"}
+)
+
+
+def _passed_arguments(call: CheckpointCall) -> tuple[int | None, tuple[str, ...]]:
+    """(positional arguments the call passes to the region, keywords it passes); None: unknown."""
+    start = call.api.arguments_from
+    arguments = call.arguments
+    if start is None or call.api.region_kind != CALLABLE or arguments.unknown_from is not None or arguments.star_keywords:
+        return None, ()
+    if len(arguments.positional) < start:  # curried or decorator form: the arguments come later
+        return None, ()
+    keywords = tuple(sorted(k for k in arguments.keywords if k not in _CHECKPOINT_KEYWORDS))
+    return max(0, len(arguments.positional) - start), keywords
 
 
 def _tested_classes(node: ast.AST, module: ModuleSymbols, scope: Scope) -> list[ast.expr]:
