@@ -37,6 +37,7 @@ from ckptlint.values import (
     FunctionType,
     RngType,
     Value,
+    Volatility,
     element_types,
     merge,
 )
@@ -54,6 +55,7 @@ TORCH_RANDOM = "torch-random"  # not a finding: tells CKP102 whether RNG matters
 MAX_CALL_DEPTH = 12
 _SAME_DEVICE = ClassType("<device of a tensor in the region>")
 _TENSOR = ClassType("torch.Tensor")
+_NONE = ClassType("builtins.NoneType")
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "complex"})
 _CONTAINER_ANNOTATIONS = {
     **dict.fromkeys(("dict", "Dict", "Mapping", "MutableMapping", "OrderedDict", "defaultdict"), torch_api.MAPPING),
@@ -68,6 +70,7 @@ class Effect:
     node: ast.AST
     detail: str
     chain: tuple[str, ...] = ()  # functions called from the region entry down to this one
+    depends_on: frozenset = frozenset()  # for branches: the mutable state they read (all of it)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -92,6 +95,7 @@ class Context:
 class Summary:
     effects: tuple[Effect, ...] = ()
     returns: Value = LOCAL_VALUE
+    writes: frozenset = frozenset()  # attributes and globals it (or its callees) writes
 
 
 EMPTY_SUMMARY = Summary()
@@ -136,6 +140,7 @@ class FunctionInterpreter:
         self.effects: list[Effect] = []
         self._seen: set[tuple[str, int]] = set()
         self.returns: list[Value] = []
+        self.written: set[tuple[str, str]] = set()  # state this execution has written so far
 
     # -- driver ---------------------------------------------------------------
 
@@ -146,7 +151,7 @@ class FunctionInterpreter:
             self.returns.append(self.eval(node.body))
         else:
             self.block(node.body)  # type: ignore[attr-defined]
-        return Summary(tuple(self.effects), merge(self.returns) if self.returns else LOCAL_VALUE)
+        return Summary(tuple(self.effects), merge(self.returns) if self.returns else LOCAL_VALUE, frozenset(self.written))
 
     def bind_parameters(self) -> None:
         node = self.scope.node
@@ -207,12 +212,16 @@ class FunctionInterpreter:
     def _default_value(self, default: ast.expr) -> Value:
         if isinstance(default, (ast.List, ast.Dict, ast.Set)):
             return Value(frozenset({OUTER}), path="a mutable default argument")
+        if isinstance(default, ast.Constant) and default.value is None:
+            return Value(frozenset({CONST}), frozenset({_NONE}))
         return CONST_VALUE
 
     # -- effects --------------------------------------------------------------
 
-    def add(self, kind: str, node: ast.AST, detail: str, module: ModuleSymbols | None = None, chain=()) -> None:
-        effect = Effect(kind, module or self.module, node, detail, tuple(chain))
+    def add(self, kind: str, node: ast.AST, detail: str, module: ModuleSymbols | None = None, chain=(), depends_on=frozenset()) -> None:
+        if depends_on and depends_on <= self.written:
+            return  # the region wrote that state itself earlier in this run: the replay reads the same
+        effect = Effect(kind, module or self.module, node, detail, tuple(chain), depends_on)
         if effect.key not in self._seen:
             self._seen.add(effect.key)
             self.effects.append(effect)
@@ -221,6 +230,11 @@ class FunctionInterpreter:
         """`target` is changed by `node`: a hazard when it outlives the region."""
         if not target.outlives_region:
             return
+        if target.attribute is not None:
+            self.written.add(target.attribute)
+            _, name = target.attribute
+            self.written.update((t.name, name) for t in target.types if isinstance(t, ClassType))
+        self.written.update(("global", name) for name in target.global_names)
         what = f"`{target.path}`" if target.path else "an object"
         globals_ = target.global_names
         if globals_:
@@ -254,7 +268,9 @@ class FunctionInterpreter:
         return info is not None and name in self.analysis.mutability.tensor_attributes(info)
 
     def branch(self, test: ast.AST, value: Value) -> None:
-        reasons = sorted(value.volatile - {GRAD_MODE})
+        others = sorted(value.volatile - {GRAD_MODE})
+        reasons = [reason.text for reason in others]
+        depends_on = frozenset(r.state for r in others) if others and all(r.state for r in others) else frozenset()
         if GRAD_MODE in value.volatile:
             self.add(
                 GRAD_MODE_BRANCH,
@@ -267,6 +283,7 @@ class FunctionInterpreter:
                 UNSTABLE_BRANCH,
                 test,
                 "control flow depends on " + "; ".join(reasons) + ", which can differ between forward and replay",
+                depends_on=depends_on,
             )
 
     # -- statements -----------------------------------------------------------
@@ -360,6 +377,7 @@ class FunctionInterpreter:
         if isinstance(target, ast.Name):
             name = target.id
             if name in self.scope.globals:
+                self.written.add(("global", name))
                 if name not in lazy_initialised_names(self.scope.node):  # `if _x is None: _x = ...` is fine
                     self.add(GLOBAL_STATE, target, f"rebinds module-level `{name}` (declared global): the replay does it again")
                 return
@@ -383,7 +401,9 @@ class FunctionInterpreter:
             self.assign(target.value, value, node)
         elif isinstance(target, ast.Attribute):
             base = self.eval(target.value)
-            self.mutate(self._attribute_target(base, target.attr), target, "assigns")
+            lazy = isinstance(target.value, ast.Name) and f"{target.value.id}.{target.attr}" in lazy_initialised_names(self.scope.node)
+            if not lazy:  # `if not self._ready: ...; self._ready = True` is set once, not again by the replay
+                self.mutate(self._attribute_target(base, target.attr), target, "assigns")
             if isinstance(target.value, ast.Name):  # later reads in this function see this value
                 self.env[f"{target.value.id}.{target.attr}"] = replace(value, path=f"{target.value.id}.{target.attr}")
         elif isinstance(target, ast.Subscript):
@@ -431,7 +451,7 @@ class FunctionInterpreter:
         method = getattr(self, "eval_" + type(node).__name__, None)
         if method is not None:
             return method(node)
-        volatile: set[str] = set()
+        volatile: set[Volatility] = set()
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 volatile |= self.eval(child).volatile
@@ -476,7 +496,7 @@ class FunctionInterpreter:
 
     def _global_object(self, module: ModuleSymbols, name: str, types: frozenset) -> Value:
         reason = self.analysis.mutability.mutable_globals(module).get(name)
-        volatile = frozenset({f"global `{name}` ({reason})"}) if reason else frozenset()
+        volatile = frozenset({Volatility(f"global `{name}` ({reason})", ("global", name))}) if reason else frozenset()
         return Value(frozenset({GLOBAL + name}), types, volatile, path=name)
 
     def _stores_a_device(self, value: Value) -> bool:
@@ -518,9 +538,13 @@ class FunctionInterpreter:
 
     def _attribute_target(self, base: Value, attribute: str) -> Value:
         """`base.attribute` as something written to (whatever its type)."""
-        owner = next((t.name for t in base.types if isinstance(t, ClassType) and self.analysis.classes.by_name(t.name)), None)
+        owners = sorted(t.name for t in base.types if isinstance(t, ClassType) and self.analysis.classes.by_name(t.name))
         path = f"{base.path}.{attribute}" if base.path else attribute
-        return Value(base.origins, path=path, attribute=(owner, attribute) if owner else None)
+        if not owners:
+            return Value(base.origins, path=path)
+        for owner in owners[1:]:
+            self.written.add((owner, attribute))
+        return Value(base.origins, path=path, attribute=(owners[0], attribute))
 
     def _attribute_of(self, base: Value, attribute: str) -> Value:
         path = f"{base.path}.{attribute}" if base.path else attribute
@@ -533,7 +557,7 @@ class FunctionInterpreter:
         types: set = set()
         # which object `base` is may change; what a branch reads is the attribute's own value,
         # so only the attribute's mutability counts (`self.dispatcher.routing_map`)
-        volatile: set[str] = set()
+        volatile: set[Volatility] = set()
         owner: tuple[str, str] | None = None
         for item in base.types:
             if isinstance(item, ClassType):
@@ -544,7 +568,7 @@ class FunctionInterpreter:
                 owner = (info.qualified_name, attribute)
                 reason = self.analysis.mutability.mutable_attributes(info).get(attribute)
                 if reason is not None:
-                    volatile.add(f"`{path}` ({reason})")
+                    volatile.add(Volatility(f"`{path}` ({reason})", (info.qualified_name, attribute)))
         return Value(base.origins, frozenset(types), frozenset(volatile), path, owner)
 
     def eval_Subscript(self, node: ast.Subscript) -> Value:
@@ -586,7 +610,7 @@ class FunctionInterpreter:
 
     def _literal(self, elements: Iterable[ast.AST | None], kind: str) -> Value:
         types: set = set()
-        volatile: set[str] = set()
+        volatile: set[Volatility] = set()
         for element in elements:
             value = self.eval(element)
             volatile |= value.volatile
@@ -689,7 +713,7 @@ class FunctionInterpreter:
                 f"`{ast.unparse(node.func)}()` draws from Python's global `random` generator, which checkpoint does "
                 "not save: the replay draws a different number",
             )
-            return Value(volatile=frozenset({f"a random draw (`{ast.unparse(node.func)}()`)"}))
+            return Value(volatile=frozenset({Volatility(f"a random draw (`{ast.unparse(node.func)}()`)")}))
         if torch_api.is_numpy_draw(name):
             self.add(
                 RANDOM_DRAW,
@@ -697,7 +721,7 @@ class FunctionInterpreter:
                 f"`{ast.unparse(node.func)}()` draws from NumPy's global generator, which checkpoint does not save: "
                 "the replay draws different numbers",
             )
-            return Value(volatile=frozenset({f"a random draw (`{ast.unparse(node.func)}()`)"}))
+            return Value(volatile=frozenset({Volatility(f"a random draw (`{ast.unparse(node.func)}()`)")}))
         if name in torch_api.PYTHON_RNG_CLASSES:
             return Value(types=frozenset({RngType("python", bool(node.args or node.keywords))}))
         if name.startswith("numpy.random.") and short in torch_api.NUMPY_RNG_CONSTRUCTORS:
@@ -707,7 +731,7 @@ class FunctionInterpreter:
         ):
             self.add(TORCH_RANDOM, node, f"`{ast.unparse(node.func)}()`")
         if name in torch_api.CLOCK_FUNCTIONS:
-            return Value(volatile=frozenset({f"wall-clock time (`{ast.unparse(node.func)}()`)"}))
+            return Value(volatile=frozenset({Volatility(f"wall-clock time (`{ast.unparse(node.func)}()`)")}))
         if name in torch_api.GRAD_MODE_FUNCTIONS:
             return Value(volatile=frozenset({GRAD_MODE}))
         if name == "torch.nn.functional.batch_norm":
@@ -773,7 +797,7 @@ class FunctionInterpreter:
                     f"`{text}()` draws from a {library} generator that checkpoint does not save: "
                     "the replay draws different numbers",
                 )
-                return Value(volatile=frozenset({f"a random draw (`{text}()`)"}))
+                return Value(volatile=frozenset({Volatility(f"a random draw (`{text}()`)")}))
             return LOCAL_VALUE
         if method in torch_api.DEVICE_MOVE_METHODS:
             self.add(
@@ -822,13 +846,14 @@ class FunctionInterpreter:
                 info = self.analysis.classes.by_name(item.name)
                 if info is None:
                     continue
+                instance = replace(receiver, types=frozenset({item}))  # `self` is this class in its method
                 if method in ("forward", "__call__"):
-                    results.append(self.call_module(receiver, item, node, arguments, keywords))
+                    results.append(self.call_module(instance, item, node, arguments, keywords))
                     continue
                 found = self.analysis.classes.find_method(info, method)
                 if found is not None:
                     owner, scope = found
-                    function = self.inference.function(owner.module, scope, receiver)
+                    function = self.inference.function(owner.module, scope, instance)
                     results.append(self.call_function(function, node, arguments, keywords))
             elif isinstance(item, FunctionType) and method == "__call__":
                 results.append(self.call_function(item, node, arguments, keywords))
@@ -860,7 +885,7 @@ class FunctionInterpreter:
             if isinstance(item, FunctionType):
                 results.append(self.call_function(item, node, arguments, keywords))
             elif isinstance(item, ClassType):
-                results.append(self.call_module(callee, item, node, arguments, keywords))
+                results.append(self.call_module(replace(callee, types=frozenset({item})), item, node, arguments, keywords))
             elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
                 for element in item.elements:
                     element_value = Value(callee.origins, frozenset({element}), path=f"{callee.path}[...]")
@@ -911,7 +936,8 @@ class FunctionInterpreter:
             return LOCAL_VALUE
         summary = self.analysis.summary(module, scope, context)
         for effect in summary.effects:
-            self.add(effect.kind, effect.node, effect.detail, effect.module, (function.name, *effect.chain))
+            self.add(effect.kind, effect.node, effect.detail, effect.module, (function.name, *effect.chain), effect.depends_on)
+        self.written |= summary.writes
         return summary.returns
 
     def device_move(self, node: ast.AST, device: ast.expr, what: str) -> None:
@@ -932,8 +958,8 @@ class FunctionInterpreter:
             name = self.module.qualified_name(device.func, self.scope)
             return ast.unparse(device) if name == "torch.device" else None
         value = self.eval(device)
-        if _SAME_DEVICE in value.types:
-            return None
+        if _SAME_DEVICE in value.types or _NONE in value.types and len(value.types) == 1:
+            return None  # a tensor's own device, or `device=None` (the default device)
         if isinstance(device, ast.Name):
             lowered = device.id.lower()
             return f"`{device.id}`" if "device" in lowered or lowered in ("dev", "gpu", "cuda") else None

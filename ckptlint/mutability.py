@@ -74,17 +74,20 @@ def _names(targets: list[ast.expr]) -> Iterator[ast.Name]:
 
 
 def _tested_for_none_or_truth(test: ast.expr) -> Iterator[str]:
+    """Names (`_cache`) and attribute paths (`self._ready`) a condition tests for None or truth."""
     if isinstance(test, ast.Name):
         yield test.id
+    elif isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name):
+        yield f"{test.value.id}.{test.attr}"
     elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         yield from _tested_for_none_or_truth(test.operand)
     elif isinstance(test, ast.BoolOp):
         for value in test.values:
             yield from _tested_for_none_or_truth(value)
-    elif isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and len(test.comparators) == 1:
+    elif isinstance(test, ast.Compare) and len(test.comparators) == 1:
         other = test.comparators[0]
         if isinstance(other, ast.Constant) and other.value in (None, False, True):
-            yield test.left.id
+            yield from _tested_for_none_or_truth(test.left)
 
 
 class Mutability:
@@ -104,7 +107,7 @@ class Mutability:
         for name, bindings in module.scope.bindings.items():
             for binding in bindings:
                 writer = binding.written_from
-                if writer is None or writer.qualname in construction_only:
+                if writer is None or writer.qualname in construction_only or _is_configuration_setter(writer.node):
                     continue
                 if name not in lazy_initialised_names(writer.node):
                     where = writer.qualname or "<module>"
@@ -139,11 +142,14 @@ class Mutability:
                 if name in init_only or receiver is None:
                     continue
                 setter = _is_configuration_setter(method.node)
+                lazy = lazy_initialised_names(method.node)  # `if not self._ready: ...; self._ready = True`
                 for node in ast.walk(method.node):
                     if setter and not _stores_a_tensor(node, method.node):
                         continue
                     for root, how in _written_roots(node):
                         attribute = _self_attribute(root, receiver)
+                        if attribute is not None and f"{receiver}.{attribute}" in lazy:
+                            continue
                         if attribute is not None and attribute not in found:
                             found[attribute] = f"written by {how} in {cls.name}.{name} (line {node.lineno})"
         self._attributes[id(info.scope)] = found
@@ -180,7 +186,7 @@ class Mutability:
         return result
 
 
-CONFIGURATION_PREFIXES = ("set_", "_set_", "enable_", "disable_", "prepare_for_")
+CONFIGURATION_PREFIXES = ("set_", "_set_", "enable_", "disable_", "prepare_for_", "configure")
 
 
 def _is_configuration_setter(function: ast.AST) -> bool:

@@ -47,6 +47,6 @@ class RegionAnalysis:
             return [Effect(RUNNING_STATS, call.module, entry.node, detail)]
         summary = self.effects.summary(entry.module, entry.scope, entry.context)
         return [
-            Effect(e.kind, e.module, e.node, e.detail, (entry.name, *e.chain) if e.chain else ())
+            Effect(e.kind, e.module, e.node, e.detail, (entry.name, *e.chain) if e.chain else (), e.depends_on)
             for e in summary.effects
         ]

@@ -19,7 +19,21 @@ OUTER = "outer"  # reachable state that outlives the region (self, closures, def
 CONST = "const"  # modules, functions, classes, literals: nothing to mutate
 GLOBAL = "global:"  # prefix: a module-level object, by name
 
-GRAD_MODE = "grad-mode"  # volatility reason: torch.is_grad_enabled()
+
+
+@dataclass(frozen=True, order=True)
+class Volatility:
+    """Why a branch on a value may go the other way in the replay.
+
+    `state` names the mutable attribute or global it reads, when that is the reason: a
+    region that writes that state itself before reading it replays the same read.
+    """
+
+    text: str
+    state: tuple[str, str] | None = None
+
+
+GRAD_MODE = Volatility("grad-mode")  # torch.is_grad_enabled(): only a hazard under reentrant checkpoint
 
 
 @dataclass(frozen=True)
@@ -77,7 +91,7 @@ Type = Union[ClassType, ClassObjectType, ContainerType, RngType, FunctionType]
 class Value:
     origins: frozenset[str] = frozenset({LOCAL})
     types: frozenset = frozenset()
-    volatile: frozenset[str] = frozenset()  # why a branch on this value may differ on replay
+    volatile: frozenset[Volatility] = frozenset()  # why a branch on this value may differ on replay
     path: str = ""  # how the code names it, for messages
     attribute: tuple[str, str] | None = None  # (class name, attribute) for `self.<attribute>`
 
