@@ -25,6 +25,7 @@ class AttributeAssignment:
     value: ast.expr | None
     method: Scope
     augmented: bool = False
+    unpack: int | None = None  # `self.stages, self.info = build()`: the position in what is unpacked
 
 
 @dataclass(eq=False)
@@ -62,9 +63,10 @@ class ClassInfo:
             if receiver is None or _is_static(method.node):
                 continue
             for node in ast.walk(method.node):
-                for target, value, augmented in _assignment_targets(node):
+                for target, value, augmented, unpack in _assignment_targets(node):
                     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver:
-                        found.setdefault(target.attr, []).append(AttributeAssignment(target.attr, node, value, method, augmented))
+                        assignment = AttributeAssignment(target.attr, node, value, method, augmented, unpack)
+                        found.setdefault(target.attr, []).append(assignment)
         return found
 
     @cached_property
@@ -85,18 +87,23 @@ def _is_static(node: ast.AST) -> bool:
     return any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in decorators)
 
 
-def _assignment_targets(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr | None, bool]]:
+def _assignment_targets(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr | None, bool, int | None]]:
+    """(target, value, augmented, position when unpacking) for an assignment statement."""
     if isinstance(node, ast.Assign):
         for target in node.targets:
             if isinstance(target, (ast.Tuple, ast.List)):
-                for element in target.elts:
-                    yield element, None, False
+                literal = isinstance(node.value, (ast.Tuple, ast.List)) and len(node.value.elts) == len(target.elts)
+                for index, element in enumerate(target.elts):
+                    if literal:
+                        yield element, node.value.elts[index], False, None  # type: ignore[union-attr]
+                    else:
+                        yield element, node.value, False, index
             else:
-                yield target, node.value, False
+                yield target, node.value, False, None
     elif isinstance(node, ast.AnnAssign):
-        yield node.target, node.value, False
+        yield node.target, node.value, False, None
     elif isinstance(node, ast.AugAssign):
-        yield node.target, node.value, True
+        yield node.target, node.value, True, None
 
 
 class ClassIndex:

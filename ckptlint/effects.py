@@ -21,7 +21,7 @@ from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.inference import TypeInference, display_name
 from ckptlint.mutability import Mutability, lazy_initialised_names
 from ckptlint.project import Project
-from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, ModuleSymbols, Scope
+from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, ModuleSymbols, Scope
 from ckptlint.values import (
     CONST,
     CONST_VALUE,
@@ -472,6 +472,13 @@ class FunctionInterpreter:
         module = self.module
         binding = module.binding(self.scope, name, node.lineno)
         if binding is None:
+            star = module.star_target(name)
+            found = self.analysis.project.global_binding(star) if star else None
+            if found is not None:
+                other, other_binding = found
+                if other_binding.kind in (DEF, CLASSDEF):
+                    return Value(frozenset({CONST}), self.inference.binding_types(other, other_binding), path=name)
+                return self._global_object(other, other_binding.name, self.inference.binding_types(other, other_binding))
             return Value(frozenset({CONST}), path=name)
         if binding.scope is self.scope or binding.scope.kind == COMPREHENSION:
             return Value(types=self.inference.binding_types(module, binding, 1), path=name)
@@ -488,7 +495,7 @@ class FunctionInterpreter:
             return Value(frozenset({CONST}), types, path=name)
         if binding.kind == IMPORT:
             found = self.analysis.project.global_binding(binding.target) if binding.target else None
-            if found is not None and found[1].kind in (ASSIGN, OTHER, LOOP):
+            if found is not None and found[1].kind in (ASSIGN, OTHER, LOOP, UNPACK):
                 other, other_binding = found
                 return self._global_object(other, other_binding.name, types)
             return Value(frozenset({CONST}), types, path=name)
@@ -520,7 +527,7 @@ class FunctionInterpreter:
         qualified = self.module.qualified_name(node, self.scope)
         if qualified is not None and self._names_a_module_attribute(node):
             found = self.analysis.project.global_binding(qualified)
-            if found is not None and found[1].kind in (ASSIGN, OTHER, LOOP):
+            if found is not None and found[1].kind in (ASSIGN, OTHER, LOOP, UNPACK):
                 types = self.inference.binding_types(found[0], found[1], 1)
                 return self._global_object(found[0], found[1].name, types)
             return Value(frozenset({CONST}), self.inference.types(node, self.module, self.scope), path=ast.unparse(node))

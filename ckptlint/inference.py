@@ -17,7 +17,7 @@ from typing import Iterable
 from ckptlint import torch_api
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.project import Project
-from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, PARAM, Binding, ModuleSymbols, Scope
+from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope
 from ckptlint.values import (
     OUTER,
     ClassObjectType,
@@ -25,8 +25,10 @@ from ckptlint.values import (
     ContainerType,
     FunctionType,
     RngType,
+    TupleType,
     Value,
     element_types,
+    unpacked_types,
 )
 
 MAX_DEPTH = 24
@@ -39,6 +41,9 @@ class TypeInference:
         self.classes = classes
         self._attribute_types: dict[tuple[int, str], frozenset] = {}
         self._returns: dict[int, list[ast.expr]] = {}
+        self._return_types: dict[int, frozenset] = {}
+        self._binding_types: dict[int, frozenset] = {}
+        self._growth: dict[int, dict] = {}
 
     # -- expressions ----------------------------------------------------------
 
@@ -56,6 +61,9 @@ class TypeInference:
             if isinstance(expr.slice, ast.Slice):
                 return base
             return element_types(base)
+        if isinstance(expr, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in expr.elts):
+            positions = tuple(self.types(e, module, scope, depth + 1) for e in expr.elts)
+            return frozenset({TupleType(positions), ContainerType(torch_api.SEQUENCE, frozenset().union(*positions))})
         if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
             return frozenset({ContainerType(torch_api.SEQUENCE, self._elements(expr.elts, module, scope, depth))})
         if isinstance(expr, ast.Dict):
@@ -100,6 +108,14 @@ class TypeInference:
         """The types calling a value of type `callee` gives."""
         if isinstance(callee, ClassObjectType):
             return frozenset({self.instance(callee.name, call)})
+        if isinstance(callee, ClassType):  # calling an instance: its __call__ (a builder object)
+            info = self.classes.by_name(callee.name)
+            found_call = self.classes.find_method(info, "__call__") if info is not None else None
+            if found_call is not None and found_call[0].name != "Module":
+                owner, scope_ = found_call
+                receiver = Value(frozenset({OUTER}), frozenset({callee}), path="self")
+                return self.call_result(self.function(owner.module, scope_, receiver), call, module, scope, depth + 1)
+            return EMPTY
         if isinstance(callee, FunctionType) and callee.node is not None and depth <= MAX_DEPTH:
             callee_module: ModuleSymbols = callee.module  # type: ignore[assignment]
             callee_scope = callee_module.scope_of.get(id(callee.node))
@@ -107,12 +123,11 @@ class TypeInference:
                 return EMPTY
             bound = self._bind_call_types(callee_scope, call, module, scope, depth)
             found: set = set()
-            for returned in self.return_expressions(callee_scope):
-                for item in self.types(returned, callee_module, callee_scope, depth + 1):
-                    if isinstance(item, FunctionType) and bound and item.node is not None:
-                        # a closure factory: the inner function sees the factory's arguments
-                        item = replace(item, bound=item.bound + bound)
-                    found.add(item)
+            for item in self._returned_types(callee_module, callee_scope):
+                if isinstance(item, FunctionType) and bound and item.node is not None:
+                    # a closure factory: the inner function sees the factory's arguments
+                    item = replace(item, bound=item.bound + bound)
+                found.add(item)
             return frozenset(found)
         return EMPTY
 
@@ -214,12 +229,28 @@ class TypeInference:
             return frozenset({ClassType(receiver.qualified_name)})
         binding = module.binding(scope, expr.id, expr.lineno)
         if binding is None:
-            return EMPTY
-        return self.binding_types(module, binding, depth + 1)
+            star = module.star_target(expr.id)
+            return self._global_types(star, depth + 1) if star else EMPTY
+        if binding.scope.kind == "module" or binding.kind in (IMPORT, CLASSDEF, DEF):
+            return self.binding_types(module, binding, depth + 1)
+        # inside a function, any of its assignments may be the one that ran (`if ...: block = A() else: block = B()`)
+        found: set = set()
+        for candidate in binding.scope.bindings.get(expr.id, [binding]):
+            found.update(self.binding_types(module, candidate, depth + 1))
+        return frozenset(found)
 
-    def binding_types(self, module: ModuleSymbols, binding: Binding, depth: int) -> frozenset:
-        if depth > MAX_DEPTH:
-            return EMPTY
+    def binding_types(self, module: ModuleSymbols, binding: Binding, depth: int = 0) -> frozenset:
+        """Memoised per binding; a fresh depth budget inside (the memo and a cycle sentinel bound the work)."""
+        key = id(binding)
+        cached = self._binding_types.get(key)
+        if cached is not None:
+            return cached
+        self._binding_types[key] = EMPTY  # a binding that (indirectly) refers to itself
+        result = self._binding_types_uncached(module, binding, 0)
+        self._binding_types[key] = result
+        return result
+
+    def _binding_types_uncached(self, module: ModuleSymbols, binding: Binding, depth: int) -> frozenset:
         scope = binding.written_from or binding.scope
         if binding.kind == CLASSDEF:
             return frozenset({ClassObjectType(module.binding_qualified_name(binding) or binding.name)})
@@ -228,13 +259,60 @@ class TypeInference:
             return frozenset({self.function(module, function_scope)}) if function_scope else EMPTY
         if binding.kind == IMPORT and binding.target:
             return self._global_types(binding.target, depth)
-        if binding.kind == ASSIGN:
-            return self.types(binding.value, module, scope, depth + 1)
+        if binding.kind in (ASSIGN, OTHER):
+            found = set(self.types(binding.value, module, scope, depth + 1)) if binding.kind == ASSIGN else set()
+            grown = self._grown_elements(module, binding.scope, binding.name, depth)
+            if grown is not None:  # a list built up with append/extend/+=
+                found = {t for t in found if not isinstance(t, ContainerType)}
+                found.add(ContainerType(torch_api.SEQUENCE, grown))
+            return frozenset(found)
         if binding.kind == LOOP:
             return self._loop_types(binding, module, scope, depth)
+        if binding.kind == UNPACK and binding.unpack:
+            types = self.types(binding.value, module, scope, depth + 1)
+            for index in binding.unpack:
+                types = unpacked_types(types, index)
+            return types
         if binding.kind == PARAM:
             return self._parameter_types(binding, module, depth)
         return EMPTY
+
+    def _grown_elements(self, module: ModuleSymbols, scope: Scope, name: str, depth: int) -> frozenset | None:
+        """Element types of a list `name` that the scope builds: `[...]`, `.append(x)`, `+= [...]`."""
+        bindings = scope.bindings.get(name, [])
+        if not any(b.kind == ASSIGN and isinstance(b.value, (ast.List, ast.Tuple, ast.ListComp)) for b in bindings):
+            return None
+        elements: set = set()
+        for b in bindings:
+            if b.kind == ASSIGN:
+                elements.update(element_types(self.types(b.value, module, scope, depth + 1)))
+            elif isinstance(b.node, ast.AugAssign):
+                elements.update(element_types(self.types(b.node.value, module, scope, depth + 1)))
+        for call, call_scope in self._growth_calls(module).get((id(scope), name), ()):
+            method = call.func.attr  # type: ignore[attr-defined]
+            if method == "append" and call.args:
+                elements.update(self.types(call.args[0], module, call_scope, depth + 1))
+            elif method == "insert" and len(call.args) > 1:
+                elements.update(self.types(call.args[1], module, call_scope, depth + 1))
+            elif method == "extend" and call.args:
+                elements.update(element_types(self.types(call.args[0], module, call_scope, depth + 1)))
+        return frozenset(elements)
+
+    def _growth_calls(self, module: ModuleSymbols) -> dict[tuple[int, str], list[tuple[ast.Call, Scope]]]:
+        """`name.append(...)`-style calls of a module, by (scope owning the name, name)."""
+        index = self._growth.get(id(module))
+        if index is None:
+            index = {}
+            for call, scope in module.calls:
+                func = call.func
+                if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert") and isinstance(func.value, ast.Name):
+                    owner = scope
+                    while owner is not None and func.value.id not in owner.bindings:
+                        owner = owner.parent
+                    if owner is not None:
+                        index.setdefault((id(owner), func.value.id), []).append((call, scope))
+            self._growth[id(module)] = index
+        return index
 
     def _global_types(self, qualified_name: str, depth: int) -> frozenset:
         canonical = self.project.canonical_name(qualified_name)
@@ -340,7 +418,8 @@ class TypeInference:
                 if in_init and initialised:
                     continue  # overridden by a subclass's __init__ (which runs after super().__init__())
                 # a fresh depth budget: the result is memoised, so it must not depend on the caller's depth
-                found.update(self.types(assignment.value, cls.module, assignment.method))
+                types = self.types(assignment.value, cls.module, assignment.method)
+                found.update(types if assignment.unpack is None else unpacked_types(types, assignment.unpack))
             initialised = initialised or sets_in_init
             annotation = cls.class_level_annotations.get(attribute)
             if annotation is not None:
@@ -357,6 +436,20 @@ class TypeInference:
     def function(self, module: ModuleSymbols, scope: Scope, receiver: Value | None = None, bound=()) -> FunctionType:
         node = scope.node
         return FunctionType(id(node), display_name(scope), receiver, tuple(bound), node=node, module=module)
+
+    def _returned_types(self, module: ModuleSymbols, scope: Scope) -> frozenset:
+        """What a function returns, memoised (fresh depth budget, cycle sentinel)."""
+        key = id(scope)
+        cached = self._return_types.get(key)
+        if cached is not None:
+            return cached
+        self._return_types[key] = EMPTY
+        found: set = set()
+        for returned in self.return_expressions(scope):
+            found.update(self.types(returned, module, scope))
+        result = frozenset(found)
+        self._return_types[key] = result
+        return result
 
     def return_expressions(self, scope: Scope) -> list[ast.expr]:
         cached = self._returns.get(id(scope))

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from ckptlint import torch_api
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.symbols import ASSIGN, MODULE, OTHER, ModuleSymbols
+from ckptlint.symbols import ASSIGN, MODULE, OTHER, UNPACK, ModuleSymbols
 
 _MUTATING_METHODS = torch_api.CONTAINER_MUTATORS | torch_api.CONTAINER_ONLY_MUTATORS
 _PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer")
@@ -123,7 +123,7 @@ class Mutability:
                     if not isinstance(root, ast.Name) or root.id in found:
                         continue
                     bindings = module.lookup(scope, root.id)
-                    if bindings and all(b.scope.kind == MODULE and b.kind in (ASSIGN, OTHER) for b in bindings):
+                    if bindings and all(b.scope.kind == MODULE and b.kind in (ASSIGN, OTHER, UNPACK) for b in bindings):
                         found[root.id] = f"mutated by {how} in {scope.qualname} (line {node.lineno})"
         self._globals[id(module)] = found
         return found

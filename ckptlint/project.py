@@ -129,7 +129,9 @@ class Project:
         else:
             root = import_root(key)
             name, package = self._module_name(key, root)
-            symbols = ModuleSymbols(name, source, tree, package, lambda target: self._internal_import(target, root))
+            symbols = ModuleSymbols(
+                name, source, tree, package, lambda target: self._internal_import(target, root), self._defines
+            )
             loaded = LoadedModule(key, source, symbols, None)
         self._by_path[key] = loaded
         return loaded
@@ -148,6 +150,10 @@ class Project:
             return self.load(path).symbols
         except OSError:
             return None
+
+    def _defines(self, module_name: str, name: str) -> bool:
+        module = self.module_named(module_name)
+        return module is not None and (bool(module.lookup(module.scope, name)) or module.star_target(name) is not None)
 
     def is_project_name(self, qualified_name: str) -> bool:
         """Could this dotted name live in the project? (Its first part is importable from a root.)"""

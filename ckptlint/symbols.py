@@ -29,6 +29,7 @@ CLASSDEF = "class"
 ASSIGN = "assign"
 PARAM = "param"
 LOOP = "loop"  # for-loop and comprehension targets; value is the iterable
+UNPACK = "unpack"  # `a, b = f()`: value is the right-hand side, `unpack` the position
 ANNOTATION = "annotation"  # `name: Type` without a value; no runtime binding
 OTHER = "other"
 
@@ -107,10 +108,14 @@ class ModuleSymbols:
         tree: ast.Module,
         package: str | None = None,
         import_name: Callable[[str], str] | None = None,
+        defines: Callable[[str, str], bool] | None = None,
     ):
         self.name = name
         # maps an absolute import to the project's internal module name (see project.py)
         self.import_name = import_name or (lambda target: target)
+        # whether a project module defines a name (for `from module import *`)
+        self.defines = defines or (lambda module, name: False)
+        self.star_imports: list[str] = []
         self.source = source
         self.tree = tree
         # The package relative imports start from: the module itself for __init__ files.
@@ -167,12 +172,19 @@ class ModuleSymbols:
             return None
         binding = self.binding(scope, expr.id, getattr(expr, "lineno", None))
         if binding is None:
-            base = f"builtins.{expr.id}" if expr.id in _BUILTINS else None
+            base = self.star_target(expr.id) or (f"builtins.{expr.id}" if expr.id in _BUILTINS else None)
         else:
             base = self.binding_qualified_name(binding, _depth)
         if base is None:
             return None
         return ".".join([base, *reversed(attrs)])
+
+    def star_target(self, name: str) -> str | None:
+        """`pkg.blocks.Block` when `Block` comes from `from pkg.blocks import *` (the last such import wins)."""
+        for module in reversed(self.star_imports):
+            if self.defines(module, name):
+                return f"{module}.{name}"
+        return None
 
     def binding_qualified_name(self, binding: Binding, _depth: int = 0) -> str | None:
         if binding.kind == IMPORT:
@@ -283,9 +295,12 @@ class _ScopeBuilder:
             for index, element in enumerate(target.elts):
                 if values is not None:
                     self.bind_target(element, values[index], scope, node, in_handler, ASSIGN)
-                elif kind == LOOP:
+                elif kind in (LOOP, UNPACK):
                     # `for i, layer in enumerate(self.layers)`: remember which element it is
-                    self.bind_target(element, value, scope, node, in_handler, LOOP, (*unpack, index))
+                    self.bind_target(element, value, scope, node, in_handler, kind, (*unpack, index))
+                elif kind == ASSIGN and value is not None:
+                    # `blocks, width = self._build_stage(...)`: element `index` of what the call returns
+                    self.bind_target(element, value, scope, node, in_handler, UNPACK, (*unpack, index))
                 else:
                     self.bind_target(element, None, scope, node, in_handler, OTHER)
         elif isinstance(target, ast.Starred):
@@ -337,6 +352,8 @@ class _ScopeBuilder:
                 base = symbols.import_name(base)
             for alias in node.names:
                 if alias.name == "*":
+                    if base:
+                        symbols.star_imports.append(base)
                     continue
                 target = f"{base}.{alias.name}" if base else None
                 self.bind(scope, alias.asname or alias.name, IMPORT, node, in_handler, target=target)

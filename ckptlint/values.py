@@ -64,6 +64,13 @@ class ContainerType:
 
 
 @dataclass(frozen=True)
+class TupleType:
+    """A tuple with known positions: `return nn.Sequential(*stages), feature_info`."""
+
+    positions: tuple[frozenset, ...]
+
+
+@dataclass(frozen=True)
 class RngType:
     """A generator object: `random.Random(...)`, `np.random.default_rng(...)`."""
 
@@ -84,7 +91,7 @@ class FunctionType:
     module: object = field(default=None, compare=False, hash=False, repr=False)
 
 
-Type = Union[ClassType, ClassObjectType, ContainerType, RngType, FunctionType]
+Type = Union[ClassType, ClassObjectType, ContainerType, TupleType, RngType, FunctionType]
 
 
 @dataclass(frozen=True)
@@ -138,5 +145,20 @@ def element_types(types: Iterable) -> frozenset:
     found: set = set()
     for item in types:
         if isinstance(item, ContainerType):
+            found.update(item.elements)
+        elif isinstance(item, TupleType):
+            for position in item.positions:
+                found.update(position)
+    return frozenset(found)
+
+
+def unpacked_types(types: Iterable, index: int) -> frozenset:
+    """What position `index` of `a, b = value` gets."""
+    found: set = set()
+    for item in types:
+        if isinstance(item, TupleType):
+            if index < len(item.positions):
+                found.update(item.positions[index])
+        elif isinstance(item, ContainerType):
             found.update(item.elements)
     return frozenset(found)
