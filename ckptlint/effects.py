@@ -409,7 +409,8 @@ class FunctionInterpreter:
         elif isinstance(target, ast.Subscript):
             base = self.eval(target.value)
             self.eval(target.slice)
-            self.mutate(base, target, "item assignment into", tensor=self._input_tensor(base))
+            if _dotted(target.value) not in lazy_initialised_names(self.scope.node):  # a keyed memo is filled once
+                self.mutate(base, target, "item assignment into", tensor=self._input_tensor(base))
 
     def augmented_assign(self, node: ast.AugAssign) -> None:
         value = self.eval(node.value)
@@ -979,6 +980,15 @@ _OPERATOR_SYMBOLS = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
     ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
 }  # fmt: skip
+
+
+def _dotted(expr: ast.expr) -> str | None:
+    """`cache` or `self.cache`: how a memo container is named in a condition."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        return f"{expr.value.id}.{expr.attr}"
+    return None
 
 
 def _merge_envs(envs: list[dict[str, Value]]) -> dict[str, Value]:

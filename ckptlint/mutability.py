@@ -88,6 +88,9 @@ def _tested_for_none_or_truth(test: ast.expr) -> Iterator[str]:
         other = test.comparators[0]
         if isinstance(other, ast.Constant) and other.value in (None, False, True):
             yield from _tested_for_none_or_truth(test.left)
+        elif isinstance(test.ops[0], (ast.In, ast.NotIn)):
+            # `if key not in cache: cache[key] = ...`: a memo the replay finds filled
+            yield from _tested_for_none_or_truth(other)
 
 
 class Mutability:
@@ -116,11 +119,12 @@ class Mutability:
             scope = module.scope_of[id(function)]
             if scope.qualname in construction_only:
                 continue
+            lazy = lazy_initialised_names(function)
             for node in ast.walk(function):
                 for root, how in _written_roots(node):
                     while isinstance(root, (ast.Attribute, ast.Subscript)):
                         root = root.value
-                    if not isinstance(root, ast.Name) or root.id in found:
+                    if not isinstance(root, ast.Name) or root.id in found or root.id in lazy:
                         continue
                     bindings = module.lookup(scope, root.id)
                     if bindings and all(b.scope.kind == MODULE and b.kind in (ASSIGN, OTHER, UNPACK) for b in bindings):
@@ -149,7 +153,7 @@ class Mutability:
                     for root, how in _written_roots(node):
                         attribute = _self_attribute(root, receiver)
                         if attribute is not None and f"{receiver}.{attribute}" in lazy:
-                            continue
+                            continue  # lazy initialisation or a keyed memo
                         if attribute is not None and attribute not in found:
                             found[attribute] = f"written by {how} in {cls.name}.{name} (line {node.lineno})"
         self._attributes[id(info.scope)] = found
@@ -186,7 +190,18 @@ class Mutability:
         return result
 
 
-CONFIGURATION_PREFIXES = ("set_", "_set_", "enable_", "disable_", "prepare_for_", "configure")
+CONFIGURATION_PREFIXES = (
+    "set_",
+    "_set_",
+    "enable_",
+    "disable_",
+    "prepare_for_",
+    "configure",
+    "reparameterize",
+    "reparameterise",
+    "fuse",
+    "switch_to_deploy",
+)
 
 
 def _is_configuration_setter(function: ast.AST) -> bool:
