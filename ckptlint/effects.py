@@ -326,7 +326,9 @@ class FunctionInterpreter:
             if node.value is not None:
                 self.returns.append(self.eval(node.value))
         elif isinstance(node, ast.If):
-            self.branch(node.test, self.eval(node.test))
+            test = self.eval(node.test)
+            if not _is_memo_check(node):
+                self.branch(node.test, test)
             self.branches(node.body, node.orelse)
         elif isinstance(node, ast.While):
             self.branch(node.test, self.eval(node.test))
@@ -980,6 +982,21 @@ _OPERATOR_SYMBOLS = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
     ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
 }  # fmt: skip
+
+
+def _is_memo_check(node: ast.If) -> bool:
+    """`if key not in cache: cache[key] = ...`: either way the code after reads the same value."""
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.In, ast.NotIn))):
+        return False
+    container = _dotted(test.comparators[0])
+    return container is not None and any(
+        isinstance(target, ast.Subscript) and _dotted(target.value) == container
+        for statement in node.body
+        for child in ast.walk(statement)
+        if isinstance(child, ast.Assign)
+        for target in child.targets
+    )
 
 
 def _dotted(expr: ast.expr) -> str | None:

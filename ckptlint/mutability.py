@@ -124,7 +124,9 @@ class Mutability:
                 for root, how in _written_roots(node):
                     while isinstance(root, (ast.Attribute, ast.Subscript)):
                         root = root.value
-                    if not isinstance(root, ast.Name) or root.id in found or root.id in lazy:
+                    if not isinstance(root, ast.Name) or root.id in found:
+                        continue
+                    if root.id in lazy and not isinstance(node, ast.AugAssign):
                         continue
                     bindings = module.lookup(scope, root.id)
                     if bindings and all(b.scope.kind == MODULE and b.kind in (ASSIGN, OTHER, UNPACK) for b in bindings):
@@ -152,7 +154,7 @@ class Mutability:
                         continue
                     for root, how in _written_roots(node):
                         attribute = _self_attribute(root, receiver)
-                        if attribute is not None and f"{receiver}.{attribute}" in lazy:
+                        if attribute is not None and f"{receiver}.{attribute}" in lazy and not isinstance(node, ast.AugAssign):
                             continue  # lazy initialisation or a keyed memo
                         if attribute is not None and attribute not in found:
                             found[attribute] = f"written by {how} in {cls.name}.{name} (line {node.lineno})"
