@@ -190,3 +190,10 @@ def test_module_entry_point_from_repo() -> None:
     completed = run_cli("fixtures/calls/import_torch.py", "-q")
     assert completed.stdout.decode().startswith("fixtures/calls/import_torch.py:6:12: CKP101")
     assert REPO.is_dir()
+
+
+def test_readme_example_output_is_current() -> None:
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("$ ckptlint examples/\n") + len("$ ckptlint examples/\n")
+    shown = readme[start : readme.index("```", start)]
+    assert run_cli("examples/").stdout.decode() == shown
