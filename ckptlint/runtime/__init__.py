@@ -1,0 +1,73 @@
+"""The runtime companion: replay each checkpoint call with and without checkpointing and compare.
+
+    with ckptlint.runtime.audit(sample="first") as report:
+        train_step(batch)
+    report.assert_equivalent()
+
+Needs torch (`pip install ckptlint[runtime]`); the linter never imports this package.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+from typing import Iterator
+
+from ckptlint.runtime.intercept import Interceptor, InterceptedCall, UnsupportedTorch, probe_guard
+from ckptlint.runtime.probe import probe
+from ckptlint.runtime.report import Record, Report
+
+__all__ = ["audit", "Session", "Report", "Record", "UnsupportedTorch", "parse_sample"]
+
+
+def parse_sample(sample: str | int) -> int | None:
+    """`first` -> 1, `all` -> no limit, `N` -> the first N calls of each site."""
+    if sample == "first":
+        return 1
+    if sample == "all":
+        return None
+    try:
+        count = int(sample)
+    except (TypeError, ValueError):
+        raise ValueError(f"sample must be 'first', 'all' or a positive number, not {sample!r}") from None
+    if count < 1:
+        raise ValueError(f"sample must be 'first', 'all' or a positive number, not {sample!r}")
+    return count
+
+
+class Session:
+    """Interception, per-site sampling and the report for one run."""
+
+    def __init__(self, sample: str | int = "first", wrapper_dirs: tuple[str, ...] = ()):
+        self.limit = parse_sample(sample)
+        self.report = Report()
+        self.current_test: str | None = None
+        self._counts: collections.Counter = collections.Counter()
+        self._interceptor = Interceptor(self._on_call, wrapper_dirs)
+
+    def start(self) -> None:
+        self._interceptor.install()
+
+    def stop(self) -> None:
+        self._interceptor.uninstall()
+
+    def _on_call(self, call: InterceptedCall) -> None:
+        key = (call.site.path, call.site.line, call.site.column)
+        if self.limit is not None and self._counts[key] >= self.limit:
+            return
+        self._counts[key] += 1
+        with probe_guard():
+            record = probe(call)
+        record.test = self.current_test
+        self.report.add(record)
+
+
+@contextlib.contextmanager
+def audit(sample: str | int = "first", wrapper_dirs: tuple[str, ...] = ()) -> Iterator[Report]:
+    """Probe the checkpoint calls made inside the block; yields the Report."""
+    session = Session(sample, wrapper_dirs)
+    session.start()
+    try:
+        yield session.report
+    finally:
+        session.stop()

@@ -1,0 +1,55 @@
+"""Probe one intercepted call: replay it both ways from one snapshot, compare, restore."""
+
+from __future__ import annotations
+
+import traceback
+
+from ckptlint.runtime.intercept import InterceptedCall
+from ckptlint.runtime.reach import reachable
+from ckptlint.runtime.replay import differences, run_replay
+from ckptlint.runtime.report import Record
+from ckptlint.runtime.snapshot import Snapshot
+
+
+def probe(call: InterceptedCall) -> Record:
+    """Never raises: an internal error becomes an `error` record, and state is restored."""
+    record = Record(
+        site=call.site.to_dict(),
+        region=call.region,
+        api=call.kind,
+        flags={key: _plain(value) for key, value in call.flags.items()},
+        device=call.device,
+        verdict="equivalent",
+        constructed_at=call.constructed_at.to_dict() if call.constructed_at else None,
+    )
+    try:
+        reach = reachable(call.fn, call.args, call.kwargs)
+        snapshot = Snapshot(reach)
+    except Exception:  # noqa: BLE001 - a probe must never break the user's run
+        record.verdict = "error"
+        record.reasons = [{"category": "error", "name": "ckptlint", "detail": "could not snapshot the region's state: " + traceback.format_exc(limit=1)}]
+        return record
+    try:
+        plain = run_replay(call.run_plain, call.args, call.kwargs, reach, snapshot, trace=True)
+        snapshot.restore()
+        checkpointed = run_replay(call.run_checkpointed, call.args, call.kwargs, reach, snapshot)
+    finally:
+        snapshot.restore()
+    record.executed = plain.executed
+    if plain.error:
+        record.verdict = "error"
+        record.reasons = [{"category": "error", "name": "replay without checkpointing", "detail": plain.error}]
+        return record
+    reasons = differences(plain, checkpointed, snapshot, reach)
+    record.reasons = [reason.to_dict() for reason in reasons]
+    if checkpointed.error:
+        record.verdict = "error"
+    elif reasons:
+        record.verdict = "diverges"
+    return record
+
+
+def _plain(value):  # noqa: ANN001, ANN202
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return value
+    return getattr(value, "__qualname__", None) or type(value).__name__

@@ -1,0 +1,177 @@
+"""What a region can touch: modules, tensors, containers, objects and globals reachable from it.
+
+Starting from the checkpointed callable and its arguments, follow partials, bound methods,
+closure cells, the globals its code names (recursively into nested code and into the
+project functions and module classes it reaches), `nn.Module` trees and the Python
+containers and objects hanging off them. Library code (torch, the standard library,
+site-packages) is not followed: the region cannot change its state through it in a way
+a replay would notice, and following it would snapshot half the interpreter.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import sysconfig
+import types
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import torch
+
+_LIBRARY_DIRS = tuple(
+    {os.path.dirname(torch.__file__), sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]}
+)
+_CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict, collections.defaultdict)
+MAX_OBJECTS = 50_000
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))  # hooks, _parameters, training, ...
+
+
+def is_library_file(filename: str) -> bool:
+    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<")
+
+
+@dataclass
+class Reachable:
+    modules: dict[int, torch.nn.Module] = field(default_factory=dict)
+    tensors: dict[int, tuple[str, torch.Tensor]] = field(default_factory=dict)  # id -> (name, tensor)
+    containers: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    objects: dict[int, tuple[str, Any]] = field(default_factory=dict)  # plain objects whose __dict__ can change
+    globals: dict[tuple[int, str], tuple[dict, str]] = field(default_factory=dict)  # (id(globals), name)
+
+    def parameters(self) -> list[tuple[str, torch.Tensor]]:
+        return [(name, t) for name, t in self.tensors.values() if t.is_leaf and t.requires_grad]
+
+
+def reachable(fn: Any, args: Iterable[Any], kwargs: dict[str, Any]) -> Reachable:
+    """Everything the region could read or change that outlives it (inputs' tensors excluded)."""
+    found = Reachable()
+    walker = _Walker(found)
+    walker.visit(fn, "region")
+    for index, value in enumerate(args):
+        if not isinstance(value, torch.Tensor):
+            walker.visit(value, f"arg{index}")
+    for key, value in kwargs.items():
+        if not isinstance(value, torch.Tensor):
+            walker.visit(value, key)
+    walker.run()
+    return found
+
+
+class _Walker:
+    def __init__(self, found: Reachable):
+        self.found = found
+        self.seen: set[int] = set()
+        self.queue: collections.deque[tuple[Any, str]] = collections.deque()
+
+    def visit(self, value: Any, name: str) -> None:
+        self.queue.append((value, name))
+
+    def run(self) -> None:
+        while self.queue and len(self.seen) < MAX_OBJECTS:
+            value, name = self.queue.popleft()
+            if id(value) in self.seen or value is None or isinstance(value, (str, bytes, int, float, bool, complex)):
+                continue
+            self.seen.add(id(value))
+            self._expand(value, name)
+
+    def _expand(self, value: Any, name: str) -> None:
+        found = self.found
+        if isinstance(value, torch.Tensor):
+            found.tensors.setdefault(id(value), (name, value))
+            return
+        if isinstance(value, torch.nn.Module):
+            self._module(value, name)
+            return
+        if isinstance(value, functools.partial):
+            self.visit(value.func, name)
+            for index, argument in enumerate(value.args):
+                self.visit(argument, f"{name}.args[{index}]")
+            for key, argument in value.keywords.items():
+                self.visit(argument, f"{name}.{key}")
+            return
+        if isinstance(value, types.MethodType):
+            self.visit(value.__self__, name.rpartition(".")[0] or "self")
+            self.visit(value.__func__, name)
+            return
+        if isinstance(value, types.FunctionType):
+            self._function(value, name)
+            return
+        if isinstance(value, _CONTAINERS):
+            found.containers.setdefault(id(value), (name, value))
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, element in list(items)[:1000]:
+                self.visit(element, f"{name}[{key!r}]")
+            return
+        if isinstance(value, tuple):
+            for index, element in enumerate(value):
+                self.visit(element, f"{name}[{index}]")
+            return
+        if isinstance(value, (types.ModuleType, type, types.BuiltinFunctionType, torch.dtype, torch.device)):
+            return
+        if type(value).__module__.startswith(("torch", "builtins", "numpy")):
+            return
+        attributes = getattr(value, "__dict__", None)
+        if isinstance(attributes, dict):
+            found.objects.setdefault(id(value), (name, value))
+            for key, element in attributes.items():
+                self.visit(element, f"{name}.{key}")
+        call = getattr(type(value), "__call__", None)
+        if isinstance(call, types.FunctionType):
+            self.visit(call, f"{name}.__call__")
+
+    def _module(self, module: torch.nn.Module, name: str) -> None:
+        found = self.found
+        for sub_name, sub in module.named_modules(prefix=name):
+            if id(sub) in found.modules:
+                continue
+            found.modules[id(sub)] = sub
+            self.seen.add(id(sub))
+            for tensor_name, tensor in [*sub.named_parameters(sub_name, recurse=False), *sub.named_buffers(sub_name, recurse=False)]:
+                found.tensors.setdefault(id(tensor), (tensor_name, tensor))
+            found.objects.setdefault(id(sub), (sub_name, sub))
+            for key, element in vars(sub).items():
+                if key in _MODULE_INTERNALS:
+                    continue
+                if not isinstance(element, (torch.nn.Module, torch.Tensor)):
+                    self.visit(element, f"{sub_name}.{key}")
+            for function in _methods(type(sub)):
+                self._function(function, f"{type(sub).__name__}.{function.__name__}")
+
+    def _function(self, function: types.FunctionType, name: str) -> None:
+        code = function.__code__
+        if is_library_file(code.co_filename):
+            return
+        for cell, free in zip(function.__closure__ or (), code.co_freevars):
+            try:
+                self.visit(cell.cell_contents, free)
+            except ValueError:  # an empty cell
+                continue
+        for default in (function.__defaults__ or ()):
+            self.visit(default, f"{name} default")
+        for key, default in (function.__kwdefaults__ or {}).items():
+            self.visit(default, f"{name} default {key}")
+        namespace = function.__globals__
+        for global_name in _names(code):
+            if global_name in namespace:
+                value = namespace[global_name]
+                self.found.globals.setdefault((id(namespace), global_name), (namespace, global_name))
+                self.visit(value, global_name)
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _names(constant)
+    return names
+
+
+def _methods(cls: type) -> Iterable[types.FunctionType]:
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("torch") or klass is object:
+            continue
+        for value in vars(klass).values():
+            if isinstance(value, types.FunctionType):
+                yield value

@@ -1,0 +1,118 @@
+"""Per-call-site records of what the companion observed, and how to print them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptlint.project import display_path
+
+
+@dataclass
+class Record:
+    site: dict[str, Any]
+    region: dict[str, Any]
+    api: str
+    flags: dict[str, Any]
+    device: str
+    verdict: str  # "equivalent", "diverges" or "error"
+    reasons: list[dict[str, Any]] = field(default_factory=list)
+    constructed_at: dict[str, Any] | None = None
+    test: str | None = None  # the pytest node id that made the call, under the pytest plugin
+    executed: set[tuple[str, int, int]] = field(default_factory=set, repr=False)  # code replay A ran
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
+            "site": self.site,
+            "region": self.region,
+            "api": self.api,
+            "flags": self.flags,
+            "device": self.device,
+            "verdict": self.verdict,
+            "reasons": self.reasons,
+        }
+        if self.constructed_at is not None:
+            data["constructed_at"] = self.constructed_at
+        if self.test is not None:
+            data["test"] = self.test
+        return data
+
+    def describe(self) -> str:
+        site = self.site
+        mode = "reentrant" if self.flags.get("use_reentrant") else "non-reentrant"
+        if self.flags.get("use_reentrant_defaulted"):
+            mode += " (use_reentrant not passed)"
+        if self.flags.get("preserve_rng_state") is False:
+            mode += ", preserve_rng_state=False"
+        region = self.region
+        where = f" {display_path(region['path'])}:{region['first_line']}-{region['last_line']}" if region.get("path") else ""
+        lines = [
+            f"{display_path(site['path'])}:{site['line']}:{site['column']}: {self.verdict} "
+            f"[{self.api}, {mode}, {self.device}] region {region['name']}{where}"
+        ]
+        for reason in self.reasons:
+            text = f"{reason['category']} {reason['name']}"
+            if reason.get("max_abs") is not None:
+                text += f": max abs diff {reason['max_abs']:.3g}"
+                if reason.get("max_rel") is not None:
+                    text += f", max rel diff {reason['max_rel']:.3g}"
+            if reason.get("detail"):
+                text += f" ({reason['detail']})"
+            lines.append(f"    - {text}")
+        return "\n".join(lines)
+
+
+class Report:
+    """What `audit()` yields and `ckptlint confirm` prints."""
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.notes: list[str] = [
+            "calls inside torch.compile'd code are not observed (the companion runs eager code only)"
+        ]
+
+    def add(self, record: Record) -> None:
+        self.records.append(record)
+
+    @property
+    def verdicts(self) -> dict[str, str]:
+        """`path:line` of each observed call site -> its verdict (the worst, if sampled twice)."""
+        rank = {"equivalent": 0, "diverges": 1, "error": 2}
+        found: dict[str, str] = {}
+        for record in self.records:
+            key = f"{display_path(record.site['path'])}:{record.site['line']}"
+            if rank[record.verdict] >= rank.get(found.get(key, "equivalent"), 0):
+                found[key] = record.verdict
+        return found
+
+    def diverging(self) -> list[Record]:
+        return [r for r in self.records if r.verdict != "equivalent"]
+
+    def assert_equivalent(self) -> None:
+        bad = self.diverging()
+        if bad:
+            raise AssertionError(
+                "checkpointing changes the result at:\n" + "\n".join(record.describe() for record in bad)
+            )
+
+    def to_dict(self, findings: list[dict[str, Any]] | None = None, missed: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        data: dict[str, Any] = {"schema_version": 1, "records": [r.to_dict() for r in self.records], "notes": self.notes}
+        if findings is not None:
+            data["findings"] = findings
+            data["missed"] = missed or []
+        return data
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(**kwargs), indent=2, default=str)
+
+    def render(self) -> str:
+        if not self.records:
+            return "ckptlint confirm: no checkpoint call was observed"
+        counts = {verdict: sum(r.verdict == verdict for r in self.records) for verdict in ("equivalent", "diverges", "error")}
+        lines = [record.describe() for record in self.records]
+        lines.append(
+            f"{len(self.records)} checkpoint call(s) observed: {counts['equivalent']} equivalent, "
+            f"{counts['diverges']} diverging, {counts['error']} error"
+        )
+        return "\n".join(lines)
