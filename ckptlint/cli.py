@@ -234,6 +234,42 @@ def calls(request: LintRequest, output_format) -> None:
     sys.exit(EXIT_ERROR if result.fatal else EXIT_CLEAN)
 
 
+@cli.command(
+    "confirm",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--sample", default="first", show_default=True, metavar="first|all|N", help="Which calls of each site to probe.")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False), help="Write the report as JSON here.")
+@click.option("--findings", "findings_file", type=click.Path(exists=True, dir_okay=False), help="Static findings to join (ckptlint --format json).")
+@click.option("--lint", "lint_paths", multiple=True, type=click.Path(), help="Lint these paths and join the findings.")
+@click.option("-m", "module", metavar="MODULE", help="Run a module, as `python -m MODULE` would.")
+@click.argument("script_and_arguments", nargs=-1, type=click.UNPROCESSED)
+def confirm(sample, report_file, findings_file, lint_paths, module, script_and_arguments) -> None:
+    """Run SCRIPT [ARGS] (or -m MODULE [ARGS]), replaying each checkpoint call with and without
+    checkpointing; report per call site whether anything diverges. Needs torch."""
+    if findings_file and lint_paths:
+        _fail("--findings and --lint are alternatives: give one")
+    if module is None and not script_and_arguments:
+        _fail("confirm needs a SCRIPT to run (or -m MODULE)")
+    try:
+        from ckptlint.runtime import parse_sample
+        from ckptlint.runtime.confirm import confirm as run_confirm
+    except ImportError as exc:
+        _fail(f"the runtime companion needs torch: pip install 'ckptlint[runtime]' ({exc})")
+    try:
+        parse_sample(sample)
+    except ValueError as exc:
+        _fail(f"--sample: {exc}")
+    target, arguments = (module, list(script_and_arguments)) if module else (script_and_arguments[0], list(script_and_arguments[1:]))
+    from ckptlint.runtime.intercept import UnsupportedTorch
+
+    try:
+        code = run_confirm(target, arguments, module is not None, sample, report_file, findings_file, lint_paths)
+    except UnsupportedTorch as exc:
+        _fail(str(exc))
+    sys.exit(code)
+
+
 @cli.command("rules")
 @click.argument("code", required=False)
 def rules(code: str | None) -> None:

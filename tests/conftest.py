@@ -57,3 +57,5 @@ def json_findings(completed: subprocess.CompletedProcess) -> list[dict]:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+pytest_plugins = ["pytester"]

@@ -197,3 +197,18 @@ def test_readme_example_output_is_current() -> None:
     start = readme.index("$ ckptlint examples/\n") + len("$ ckptlint examples/\n")
     shown = readme[start : readme.index("```", start)]
     assert run_cli("examples/").stdout.decode() == shown
+
+
+def test_the_linter_never_imports_torch() -> None:
+    code = (
+        "import sys\n"
+        "from ckptlint.cli import main\n"
+        "try:\n"
+        "    main(['fixtures/regions', '--quiet', '--exit-zero'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('torch' in sys.modules, file=sys.stderr)\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, timeout=300)
+    assert completed.stderr.decode().strip().splitlines()[-1] == "False"
+    assert b"CKP204" in completed.stdout

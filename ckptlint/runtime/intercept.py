@@ -135,29 +135,28 @@ class InterceptedCall:
         return "cpu"
 
     def run_plain(self, *args: Any, **kwargs: Any) -> Any:
-        with self._hook_disabled():
-            return self.fn(*args, **kwargs)
+        return self.fn(*args, **kwargs)
 
     def run_checkpointed(self, *args: Any, **kwargs: Any) -> Any:
         flags = self.flags
-        with self._hook_disabled():
-            if self.kind == "reentrant":
-                return ORIGINALS["apply"](torch_checkpoint.CheckpointFunction, self.fn, flags["preserve_rng_state"], *args)
-            return ORIGINALS["checkpoint"](
-                self.fn,
-                *args,
-                use_reentrant=False,
-                preserve_rng_state=flags["preserve_rng_state"],
-                context_fn=flags["context_fn"],
-                determinism_check=flags["determinism_check"],
-                debug=flags["debug"],
-                early_stop=flags["early_stop"],
-                **kwargs,
-            )
+        if self.kind == "reentrant":
+            return ORIGINALS["apply"](torch_checkpoint.CheckpointFunction, self.fn, flags["preserve_rng_state"], *args)
+        return ORIGINALS["checkpoint"](
+            self.fn,
+            *args,
+            use_reentrant=False,
+            preserve_rng_state=flags["preserve_rng_state"],
+            context_fn=flags["context_fn"],
+            determinism_check=flags["determinism_check"],
+            debug=flags["debug"],
+            early_stop=flags["early_stop"],
+            **kwargs,
+        )
 
     @contextlib.contextmanager
-    def _hook_disabled(self):
-        """Composable checkpoint works through forward hooks: off while the probe replays."""
+    def replaying(self):
+        """Around a whole replay, forward and backward. Composable checkpoint works through
+        forward hooks: they are off while the probe replays, and the user's in-flight state kept."""
         module = self.composable_module
         if module is None:
             yield
@@ -165,12 +164,13 @@ class InterceptedCall:
         from torch.distributed._composable.checkpoint_activation import checkpoint as composable
 
         state = composable.state(module)
-        previous = state.enable_hook
+        # the forward hook resets `_ac_generator` even when disabled: keep the user's in-flight one
+        previous = (state.enable_hook, getattr(state, "_ac_generator", None))
         state.enable_hook = False
         try:
             yield
         finally:
-            state.enable_hook = previous
+            state.enable_hook, state._ac_generator = previous
 
 
 ORIGINALS: dict[str, Any] = {}

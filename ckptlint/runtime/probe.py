@@ -30,9 +30,9 @@ def probe(call: InterceptedCall) -> Record:
         record.reasons = [{"category": "error", "name": "ckptlint", "detail": "could not snapshot the region's state: " + traceback.format_exc(limit=1)}]
         return record
     try:
-        plain = run_replay(call.run_plain, call.args, call.kwargs, reach, snapshot, trace=True)
+        plain = run_replay(call.run_plain, call.args, call.kwargs, reach, snapshot, True, call.replaying)
         snapshot.restore()
-        checkpointed = run_replay(call.run_checkpointed, call.args, call.kwargs, reach, snapshot)
+        checkpointed = run_replay(call.run_checkpointed, call.args, call.kwargs, reach, snapshot, False, call.replaying)
     finally:
         snapshot.restore()
     record.executed = plain.executed

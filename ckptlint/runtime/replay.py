@@ -10,6 +10,7 @@ only gets its gradient through that list.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -104,8 +105,14 @@ def run_replay(
     reach: Reachable,
     snapshot: Snapshot,
     trace: bool = False,
+    context: Callable[[], Any] = contextlib.nullcontext,
 ) -> Outcome:
     """One replay (`run` is the region, with or without checkpointing) and what it left."""
+    with context():
+        return _replay(run, args, kwargs, reach, snapshot, trace)
+
+
+def _replay(run: Callable[..., Any], args: tuple, kwargs: dict, reach: Reachable, snapshot: Snapshot, trace: bool) -> Outcome:
     outcome = Outcome()
     inputs = clone_inputs(args)
     keyword_inputs = clone_inputs(kwargs)

@@ -1,0 +1,92 @@
+"""`pytest --ckptlint-confirm[=strict]`: probe the checkpoint calls each test makes.
+
+Registered through the `pytest11` entry point, so it loads in every pytest session: it
+imports torch (through ckptlint.runtime) only when the option is given. Verdicts are
+attached to each test's report (a "ckptlint" section and user_properties); with
+`strict`, a test that reaches a diverging call site fails. Write the option as
+`--ckptlint-confirm=report` or `=strict`, or after the test paths: a bare
+`--ckptlint-confirm tests/` would read `tests/` as its value.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ckptlint", "checkpointing replay probe")
+    group.addoption(
+        "--ckptlint-confirm",
+        nargs="?",
+        const="report",
+        default=None,
+        choices=("report", "strict"),
+        help="replay each checkpoint call with and without checkpointing and report divergences "
+        "(strict: fail tests that reach a diverging call)",
+    )
+    group.addoption("--ckptlint-sample", default="first", help="which calls of each site to probe: first, all or N")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    mode = config.getoption("ckptlint_confirm")
+    if not mode:
+        return
+    from ckptlint.runtime import Session
+
+    session = Session(config.getoption("ckptlint_sample"))
+    session.start()
+    config.pluginmanager.register(_Probe(session, mode), "ckptlint-runtime")
+
+
+class _Probe:
+    def __init__(self, session, mode: str):  # noqa: ANN001
+        self.session = session
+        self.mode = mode
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        self.session.current_test = item.nodeid
+        start = len(self.session.report.records)
+        try:
+            yield
+        finally:
+            item.stash[_RECORDS] = self.session.report.records[start:]
+            self.session.current_test = None
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        outcome = yield
+        report = outcome.get_result()
+        if call.when != "call":
+            return
+        records = item.stash.get(_RECORDS, [])
+        if not records:
+            return
+        for record in records:
+            report.user_properties.append(("ckptlint", record.to_dict()))
+        report.sections.append(("ckptlint", "\n".join(record.describe() for record in records)))
+        diverging = [record for record in records if record.verdict != "equivalent"]
+        if self.mode == "strict" and diverging and report.passed:
+            report.outcome = "failed"
+            report.longrepr = "ckptlint: checkpointing changes the result:\n" + "\n".join(r.describe() for r in diverging)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:  # noqa: ANN001
+        records = self.session.report.records
+        terminalreporter.section("ckptlint")
+        if not records:
+            terminalreporter.write_line("no checkpoint call was observed")
+            return
+        for record in records:
+            if record.verdict != "equivalent":
+                terminalreporter.write_line(f"{record.test}: {record.describe()}")
+        counts = {v: sum(r.verdict == v for r in records) for v in ("equivalent", "diverges", "error")}
+        terminalreporter.write_line(
+            f"{len(records)} checkpoint call(s) probed: {counts['equivalent']} equivalent, "
+            f"{counts['diverges']} diverging, {counts['error']} error"
+        )
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.session.stop()
+
+
+_RECORDS = pytest.StashKey[list]()

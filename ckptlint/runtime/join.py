@@ -1,0 +1,124 @@
+"""Join static findings with what the companion observed, call site by call site.
+
+CKP101/CKP102 match a record by the call site (a wrapper's by where it was built);
+CKP2xx match when the finding lies in code the plain replay ran. A finding is then
+`confirmed` (a matching divergence was observed), `not triggered as driven` (its code ran,
+nothing it predicts diverged) or `not exercised` (no observed call ran its code).
+Divergences that no finding explains are listed as missed by static analysis.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+from ckptlint.runtime.report import Record
+
+CONFIRMED = "confirmed"
+NOT_TRIGGERED = "not triggered as driven"
+NOT_EXERCISED = "not exercised"
+NEEDS_GPU = "not confirmable without a GPU"
+
+_GRADIENTS = {"output", "input-grad", "parameter-grad"}
+
+
+def _categories(record: Record) -> set[str]:
+    """Reason categories, with RNG streams told apart (Python/NumPy vs torch)."""
+    found = set()
+    for reason in record.reasons:
+        category = reason["category"]
+        if category == "rng":
+            category = "rng-torch" if reason["name"].startswith("torch") else "rng-python"
+        found.add(category)
+    return found
+
+
+# which observed divergences confirm each code
+CONFIRMS = {
+    "CKP102": {"rng-torch"} | _GRADIENTS,
+    "CKP201": {"rng-python"},
+    "CKP202": {"global", "container"},
+    "CKP203": {"container", "attribute"},
+    "CKP204": {"buffer"},
+    "CKP205": {"rng-torch"} | _GRADIENTS,
+    "CKP206": _GRADIENTS,
+}
+# which codes could have predicted each observed divergence
+EXPLAINED_BY = {
+    "rng-python": {"CKP201"},
+    "rng-torch": {"CKP102", "CKP205"},
+    "global": {"CKP202"},
+    "container": {"CKP202", "CKP203"},
+    "attribute": {"CKP203"},
+    "buffer": {"CKP204"},
+    "error": {"CKP101", "CKP102", "CKP201", "CKP202", "CKP203", "CKP204", "CKP205", "CKP206"},
+} | {category: {"CKP102", "CKP201", "CKP202", "CKP203", "CKP204", "CKP205", "CKP206"} for category in _GRADIENTS}
+
+
+def _same_place(site: dict[str, Any] | None, path: str, line: int) -> bool:
+    return site is not None and site.get("path") == path and site.get("line") == line
+
+
+def _ran(record: Record, path: str, line: int) -> bool:
+    region = record.region
+    if region.get("path") == path and region.get("first_line") is not None:
+        if region["first_line"] <= line <= region["last_line"]:
+            return True
+    return any(file == path and first <= line <= last for file, first, last in record.executed)
+
+
+def join(records: Iterable[Record], findings: Iterable[dict[str, Any]], base: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(each finding with its status and the records it matched, divergences nothing predicted)."""
+    records = list(records)
+    joined: list[dict[str, Any]] = []
+    explained: dict[int, set[str]] = {id(record): set() for record in records}
+    for finding in findings:
+        code = finding["code"]
+        if code == "CKP000":
+            continue
+        path = os.path.normpath(os.path.join(base, finding["path"]))
+        line = finding["line"]
+        if code in ("CKP101", "CKP102"):
+            matched = [r for r in records if _same_place(r.site, path, line) or _same_place(r.constructed_at, path, line)]
+        else:
+            matched = [r for r in records if _ran(r, path, line)]
+        status = NOT_EXERCISED
+        if matched:
+            status = NOT_TRIGGERED
+            if code == "CKP101":
+                if any(r.flags.get("use_reentrant_defaulted") for r in matched):
+                    status = CONFIRMED
+            elif code == "CKP205" and all(r.device == "cpu" for r in matched):
+                status = NEEDS_GPU
+            elif any(_categories(r) & CONFIRMS.get(code, set()) for r in matched):
+                status = CONFIRMED
+            for record in matched:
+                explained[id(record)].add(code)
+        joined.append(
+            {
+                **{key: finding[key] for key in ("path", "line", "column", "code", "message") if key in finding},
+                "status": status,
+                "sites": [f"{r.site['path']}:{r.site['line']}" for r in matched],
+            }
+        )
+    missed = []
+    for record in records:
+        for category in sorted(_categories(record)):
+            if not (EXPLAINED_BY.get(category, set()) & explained[id(record)]):
+                missed.append({"site": record.site, "category": category, "region": record.region.get("name")})
+    return joined, missed
+
+
+def render(joined: list[dict[str, Any]], missed: list[dict[str, Any]]) -> str:
+    from ckptlint.project import display_path
+
+    lines = []
+    for item in joined:
+        lines.append(f"{item['path']}:{item['line']}:{item.get('column', 1)}: {item['code']} {item['status']}")
+    for item in missed:
+        site = item["site"]
+        lines.append(
+            f"{display_path(site['path'])}:{site['line']}:{site['column']}: missed by static analysis: "
+            f"{item['category']} diverges in {item['region']}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,130 @@
+"""`ckptlint confirm`, `python -m ckptlint.runtime`, the join with static findings, the pytest plugin."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+
+PROJECT = "fixtures/runtime/project"
+EXPECTED = {
+    ("CKP201", 17): "confirmed",
+    ("CKP203", 18): "confirmed",
+    ("CKP204", 19): "confirmed",
+    ("CKP203", 42): "not triggered as driven",
+    ("CKP201", 52): "not exercised",
+    ("CKP101", 64): "confirmed",
+    ("CKP102", 67): "confirmed",
+}
+
+
+def _statuses(report: dict) -> dict[tuple[str, int], str]:
+    return {(f["code"], f["line"]): f["status"] for f in report["findings"]}
+
+
+def test_confirm_joins_linted_findings(tmp_path: Path) -> None:
+    report_file = tmp_path / "report.json"
+    completed = run_cli("confirm", "--lint", PROJECT, "--report", str(report_file), f"{PROJECT}/train.py")
+    assert completed.returncode == 3  # the script's own exit code
+    assert completed.stdout == b"step done\n"  # the script's own output
+    report = json.loads(report_file.read_text())
+    assert _statuses(report) == EXPECTED
+    missed = {(m["category"], m["region"]) for m in report["missed"]}
+    assert missed == {("input-grad", "Noisy.forward"), ("parameter-grad", "Noisy.forward"), ("rng-python", "Noisy.forward")}
+    verdicts = {(r["region"]["name"], r["verdict"]) for r in report["records"]}
+    assert verdicts == {
+        ("Block.forward", "diverges"),
+        ("Noisy.forward", "diverges"),
+        ("Shape.forward", "equivalent"),
+        ("Model.forward.<locals>.<lambda>", "diverges"),
+    }
+    block = next(r for r in report["records"] if r["region"]["name"] == "Block.forward")
+    assert block["site"]["line"] == 64 and block["site"]["path"].endswith("fixtures/runtime/project/model.py")
+    assert block["flags"]["use_reentrant"] is True and block["flags"]["use_reentrant_defaulted"] is True
+    assert block["api"] == "reentrant" and block["device"] == "cpu"
+    assert (block["region"]["first_line"], block["region"]["last_line"]) == (16, 19)
+    text = completed.stderr.decode()
+    assert "fixtures/runtime/project/model.py:52:41: CKP201 not exercised" in text
+    assert "missed by static analysis: rng-python diverges in Noisy.forward" in text
+
+
+def test_confirm_joins_findings_from_a_file(tmp_path: Path) -> None:
+    findings = tmp_path / "findings.json"
+    lint = run_cli(PROJECT, "--format", "json", "-o", str(findings))
+    assert lint.returncode == 1
+    report_file = tmp_path / "report.json"
+    completed = run_cli("confirm", "--findings", str(findings), "--report", str(report_file), f"{PROJECT}/train.py")
+    assert completed.returncode == 3
+    assert _statuses(json.loads(report_file.read_text())) == EXPECTED
+
+
+def test_confirm_runs_a_module_and_python_dash_m_entry(tmp_path: Path) -> None:
+    script = tmp_path / "stepper.py"
+    script.write_text(
+        "import sys, torch\n"
+        "from torch.utils.checkpoint import checkpoint\n"
+        "lin = torch.nn.Linear(3, 3)\n"
+        "checkpoint(lin, torch.randn(2, 3, requires_grad=True), use_reentrant=False).sum().backward()\n"
+        "print('args', sys.argv[1:])\n"
+    )
+    as_module = run_cli("confirm", "--report", "r.json", "-m", "stepper", "--flag", "x", cwd=tmp_path)
+    assert as_module.returncode == 0, as_module.stderr
+    assert as_module.stdout == b"args ['--flag', 'x']\n"
+    assert json.loads((tmp_path / "r.json").read_text())["records"][0]["verdict"] == "equivalent"
+    entry = subprocess.run(
+        [sys.executable, "-m", "ckptlint.runtime", str(script), "y"], cwd=tmp_path, capture_output=True, timeout=300
+    )
+    assert entry.returncode == 0 and entry.stdout == b"args ['y']\n"
+    assert b"1 checkpoint call(s) observed: 1 equivalent" in entry.stderr
+
+
+def test_confirm_usage_errors() -> None:
+    assert b"confirm needs a SCRIPT" in run_cli("confirm").stderr
+    bad = run_cli("confirm", "--sample", "sometimes", "x.py")
+    assert bad.returncode == 2 and b"--sample" in bad.stderr
+    both = run_cli("confirm", "--findings", "README.md", "--lint", ".", "x.py")
+    assert both.returncode == 2 and b"alternatives" in both.stderr
+
+
+TEST_FILE = '''
+import random, torch
+from torch.utils.checkpoint import checkpoint
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+    def forward(self, x):
+        return torch.tanh(self.lin(x) * random.random())
+
+def test_diverging():
+    checkpoint(Block(), torch.randn(2, 3, requires_grad=True), use_reentrant=False).sum().backward()
+
+def test_clean():
+    checkpoint(torch.nn.Linear(3, 3), torch.randn(2, 3, requires_grad=True), use_reentrant=False).sum().backward()
+'''
+
+
+def test_pytest_plugin_strict_fails_tests_that_diverge(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=TEST_FILE)
+    result = pytester.runpytest_subprocess("--ckptlint-confirm=strict", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_diverging*", "*ckptlint: checkpointing changes the result*"])
+    result.stdout.fnmatch_lines(["*2 checkpoint call(s) probed: 1 equivalent, 1 diverging, 0 error*"])
+
+
+def test_pytest_plugin_report_mode_passes_and_reports(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=TEST_FILE)
+    result = pytester.runpytest_subprocess("--ckptlint-confirm", "-p", "no:cacheprovider", "-rA")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_model.py::test_diverging: *diverges*"])
+
+
+def test_pytest_plugin_is_dormant_without_the_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model="import sys\ndef test_no_torch():\n    assert 'ckptlint.runtime' not in sys.modules\n")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
