@@ -208,3 +208,26 @@ def test_probe_leaves_grads_and_version_counters_alone() -> None:
     assert [p._version for p in block.parameters()] == versions
     assert all(torch.equal(p.grad, g) for p, g in zip(block.parameters(), grads))
     y.sum().backward()  # the user's own backward still works after the probe
+
+
+CALLS = 0
+
+
+def _shape_changing_region(x):
+    """A replay that saves a different number of tensors makes checkpoint raise."""
+    global CALLS
+    CALLS += 1
+    h = torch.sin(x)
+    if CALLS % 2 == 1:  # the forward computes (and saves) more than the replay
+        h = torch.cos(h)
+    return h
+
+
+def test_a_replay_that_raises_is_an_error_record() -> None:
+    x = torch.randn(3, requires_grad=True)
+    with runtime.audit() as report:
+        torch.utils.checkpoint.checkpoint(_shape_changing_region, x, use_reentrant=False)
+    [record] = report.records
+    assert record.verdict == "error"
+    [error] = [r for r in record.reasons if r["category"] == "error"]
+    assert error["name"] == "checkpointed replay" and "CheckpointError" in error["detail"]
