@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ckptlint.calls import CheckpointCall
 from ckptlint.effects import TORCH_RANDOM, Effect
 from ckptlint.finding import Fix, Site
+from ckptlint.fixes import FixBuilder
 from ckptlint.region_analysis import RegionAnalysis
 from ckptlint.symbols import ModuleSymbols
 
@@ -16,6 +17,7 @@ class Analysis:
     module: ModuleSymbols
     regions: RegionAnalysis
     calls: list[CheckpointCall] = field(default_factory=list)
+    fix_builder: FixBuilder = field(default_factory=FixBuilder)
 
     @staticmethod
     def site(call: CheckpointCall, chain: tuple[str, ...] = ()) -> Site:
@@ -35,4 +37,13 @@ class Analysis:
         return "; no stochastic torch op was found in the region, so today only speed is affected"
 
     def fixes_for(self, call: CheckpointCall) -> tuple[Fix, ...]:
-        return ()
+        """CKP101's fixes for the call (computed with libcst, only for calls that need them)."""
+        source = call.module.source
+        node = call.node
+        span = (
+            node.lineno,  # type: ignore[attr-defined]
+            source.column(node.lineno, node.col_offset),  # type: ignore[attr-defined]
+            node.end_lineno,  # type: ignore[attr-defined]
+            source.column(node.end_lineno, node.end_col_offset),  # type: ignore[attr-defined]
+        )
+        return self.fix_builder.use_reentrant(source.path, source.text, span, call.api.use_reentrant_position)

@@ -159,6 +159,9 @@ class LintRequest:
     config_file: str | None
     stdin_filename: str | None
     no_project: bool
+    report_unused_noqa: bool | None = None
+    from_stdin: bool = False
+    _stdin: bytes | None = None
 
     def run(self):
         """Lint, reporting unreadable paths on stderr; exits 2 on a bad configuration."""
@@ -176,12 +179,16 @@ class LintRequest:
                 per_file_ignores=_per_file_ignores(self.per_file_ignores),
                 exclude=tuple(_split(self.exclude)) if self.exclude else None,
                 extend_exclude=tuple(_split(self.extend_exclude)) if self.extend_exclude else None,
+                report_unused_noqa=self.report_unused_noqa,
             )
         except ConfigError as exc:
             _fail(str(exc))
         overlays: dict[Path, bytes | str] = {}
         if "-" in paths:
-            overlays[Path(os.path.abspath(stdin_path))] = sys.stdin.buffer.read()
+            if self._stdin is None:
+                self._stdin = sys.stdin.buffer.read()  # read once: --fix lints twice
+            overlays[Path(os.path.abspath(stdin_path))] = self._stdin
+            self.from_stdin = True
         linter = Linter(config, overlays=overlays)
         root = None if self.no_project else project_root_for(config, targets)
         from_stdin = [t for t in targets if linter.project.has_overlay(t)]
@@ -193,17 +200,57 @@ class LintRequest:
 
 @cli.command("check")
 @lint_options
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format", "output_format", type=click.Choice(["text", "json", "sarif", "github", "lsp"]), default="text", show_default=True
+)
+@click.option("--fix", is_flag=True, help="Apply safe fixes to the files (CKP101: use_reentrant=True).")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too (CKP101: use_reentrant=False).")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing (exit 1 if there are any).")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments for every current finding.")
+@click.option("--report-unused-noqa", is_flag=True, default=None, help="Report `# noqa: CKPxxx` comments that silence nothing (CKP001).")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report here instead of stdout.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code.")
 @click.option("--show-source", is_flag=True, help="Print the source line under each finding.")
 @click.option("--quiet", "-q", is_flag=True, help="Print findings only, no summary.")
-def check(request: LintRequest, output_format, output_file, exit_zero, statistics, show_source, quiet) -> None:
+def check(
+    request: LintRequest,
+    output_format,
+    fix,
+    unsafe_fixes,
+    diff,
+    add_noqa,
+    report_unused_noqa,
+    output_file,
+    exit_zero,
+    statistics,
+    show_source,
+    quiet,
+) -> None:
     """Lint PATHS (files or directories; `-` reads stdin). The default command."""
     from ckptlint.reporters import FORMATS
 
+    request.report_unused_noqa = report_unused_noqa
     result = request.run()
+    if add_noqa or fix or diff:
+        from ckptlint import fixing
+
+        if add_noqa:
+            changed = fixing.add_noqa(result, request.from_stdin)
+            click.echo(f"Added noqa comments to {changed} file{'s' if changed != 1 else ''}.", err=True)
+            sys.exit(EXIT_CLEAN)
+        changes = fixing.fixed_files(result, unsafe_fixes)
+        if diff:
+            text = fixing.unified_diff(changes)
+            click.echo(text, nl=False)
+            sys.exit(EXIT_FINDINGS if changes else EXIT_CLEAN)
+        if request.from_stdin:
+            click.echo(fixing.fixed_stdin(result, changes), nl=False)
+            sys.exit(EXIT_CLEAN)
+        fixed = fixing.write(changes)
+        result = request.run()
+        if not quiet and fixed:
+            click.echo(f"Fixed {fixed} finding{'s' if fixed != 1 else ''}.", err=True)
     report = FORMATS[output_format](result, show_source=show_source, statistics=statistics, quiet=quiet)
     if output_file:
         Path(output_file).write_text(report, encoding="utf-8")

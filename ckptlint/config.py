@@ -55,6 +55,7 @@ KEYS = (
     "exclude",
     "extend-exclude",
     "checkpoint-functions",
+    "report-unused-noqa",
 )
 
 
@@ -73,6 +74,7 @@ class Config:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
     checkpoint_functions: tuple[CheckpointAPI, ...] = field(default=())
+    report_unused_noqa: bool = False
 
     @property
     def all_excludes(self) -> tuple[str, ...]:
@@ -150,6 +152,10 @@ def parse_table(table: dict[str, Any], path: Path, prefix: str = "[tool.ckptlint
             (pattern, _codes(codes, lambda problem, p=pattern: fail(f"per-file-ignores.{p}", problem)))
             for pattern, codes in raw.items()
         )
+    if "report-unused-noqa" in table:
+        if not isinstance(table["report-unused-noqa"], bool):
+            raise fail("report-unused-noqa", "expected true or false")
+        values["report_unused_noqa"] = table["report-unused-noqa"]
     if "checkpoint-functions" in table:
         values["checkpoint_functions"] = tuple(
             _checkpoint_functions(table["checkpoint-functions"], lambda k, problem: fail(k, problem))

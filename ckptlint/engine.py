@@ -26,7 +26,8 @@ from ckptlint.classes import ClassIndex
 from ckptlint.config import Config
 from ckptlint.discovery import ExcludeMatcher, PathProblem, discover
 from ckptlint.finding import Finding, merge_findings
-from ckptlint.noqa import Suppressions, apply_suppressions
+from ckptlint.fixes import FixBuilder
+from ckptlint.noqa import Suppressions, apply_suppressions, suppressions_for
 from ckptlint.project import LoadedModule, Project, display_path
 from ckptlint.region_analysis import RegionAnalysis
 from ckptlint.rules import ALL_RULES, Rule
@@ -59,6 +60,7 @@ class Linter:
         classes = ClassIndex(self.project)
         self.finder = CallFinder(self.project, self.catalogue, classes)
         self.regions = RegionAnalysis(self.project, classes)
+        self.fix_builder = FixBuilder()
         self.rules: list[Rule] = [rule for rule in ALL_RULES if self.selected(rule.code)]
         self._may_checkpoint = _call_site_pattern(self.catalogue)
 
@@ -119,15 +121,30 @@ class Linter:
                 result.sources[loaded.source.display_path] = loaded.source
         in_scope = [f for f in merge_findings(raw) if f.path in named_paths or any(s.path in named_paths for s in f.sites)]
         kept, result.suppressions = apply_suppressions(in_scope, result.sources)
-        result.findings = [f for f in kept if self.selected(f.code, f.path)]
+        if self.config.report_unused_noqa:
+            kept.extend(self._unused_noqa(named_paths, result))
+        result.findings = sorted(f for f in kept if self.selected(f.code, f.path))
         result.problems.sort(key=lambda p: p.path)
         return result
+
+    def _unused_noqa(self, named_paths: set[str], result: LintResult) -> list[Finding]:
+        findings = []
+        for path in sorted(named_paths):
+            source = result.sources.get(path)
+            if source is None:
+                continue
+            suppressions = result.suppressions.get(path) or suppressions_for(source)
+            for comment, codes in suppressions.unused():
+                end = comment.column + len(comment.text)
+                summary = f"unused `# noqa` for {', '.join(codes)}: no such finding on this line"
+                findings.append(Finding(path, comment.line, comment.column, "CKP001", summary, comment.line, end))
+        return findings
 
     def lint_module(self, loaded: LoadedModule, result: LintResult | None = None) -> list[Finding]:
         if loaded.error is not None:
             return [loaded.error]
         assert loaded.symbols is not None
-        analysis = Analysis(loaded.symbols, self.regions, self.finder.checkpoint_calls(loaded.symbols))
+        analysis = Analysis(loaded.symbols, self.regions, self.finder.checkpoint_calls(loaded.symbols), self.fix_builder)
         if result is not None:
             result.calls.extend(analysis.calls)
         findings: list[Finding] = []

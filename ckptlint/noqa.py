@@ -15,7 +15,7 @@ import tokenize
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ckptlint.finding import Finding
+from ckptlint.finding import Edit, Finding
 from ckptlint.source import SourceFile
 
 _CODES = r"[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*"
@@ -41,7 +41,7 @@ class Suppressions:
 
     file_codes: tuple[str, ...] | None | bool = False  # False: no file-level noqa
     by_line: dict[int, list[NoqaComment]] = field(default_factory=dict)
-    used: set[tuple[int, int]] = field(default_factory=set)
+    used: dict[tuple[int, int], set[str]] = field(default_factory=dict)  # comment -> codes that matched
 
     def suppresses(self, finding: Finding) -> bool:
         if self.file_codes is None or (
@@ -50,9 +50,22 @@ class Suppressions:
             return True
         for comment in self.by_line.get(finding.line, ()):
             if comment.covers(finding.code):
-                self.used.add((comment.line, comment.column))
+                matched = self.used.setdefault((comment.line, comment.column), set())
+                matched.update(c for c in comment.codes or () if finding.code.startswith(c))
                 return True
         return False
+
+    def unused(self) -> list[tuple[NoqaComment, list[str]]]:
+        """ckptlint codes in `# noqa: ...` comments that silenced nothing (others are other tools')."""
+        found = []
+        for comment in self.comments():
+            if comment.codes is None:
+                continue
+            used = self.used.get((comment.line, comment.column), set())
+            idle = [code for code in comment.codes if code.startswith("CKP") and code not in used]
+            if idle:
+                found.append((comment, idle))
+        return found
 
     def comments(self) -> list[NoqaComment]:
         unique = {(c.line, c.column): c for comments in self.by_line.values() for c in comments}
@@ -122,3 +135,44 @@ def apply_suppressions(findings: Iterable[Finding], sources: dict[str, SourceFil
         if not suppressions.suppresses(finding):
             kept.append(finding)
     return kept, by_path
+
+
+def noqa_edits(source: SourceFile, findings: Iterable[Finding]) -> list[Edit]:
+    """`--add-noqa`: a `# noqa: CODES` comment for each line with findings (merged into an
+    existing `# noqa: ...`; a line inside a multi-line string gets it where the string ends)."""
+    string_ends = _multiline_string_ends(source)
+    codes_by_line: dict[int, set[str]] = {}
+    for finding in findings:
+        line = string_ends.get(finding.line, finding.line)
+        codes_by_line.setdefault(line, set()).add(finding.code)
+    existing = suppressions_for(source)
+    edits = []
+    for line, codes in sorted(codes_by_line.items()):
+        text = source.line(line)
+        comments = [c for c in existing.by_line.get(line, ()) if c.line == line]
+        if comments:
+            comment = comments[0]
+            if comment.codes is None:
+                continue  # a bare noqa already silences everything
+            missing = sorted(codes - set(comment.codes))
+            if not missing:
+                continue
+            start = comment.column - 1 + len(comment.text)
+            merged = comment.text.rstrip() + "," + ",".join(missing)
+            edits.append(Edit(line, comment.column, line, start + 1, merged))
+            continue
+        end = len(text) + 1
+        edits.append(Edit(line, end, line, end, f"  # noqa: {','.join(sorted(codes))}"))
+    return edits
+
+
+def _multiline_string_ends(source: SourceFile) -> dict[int, int]:
+    ends: dict[int, int] = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source.parse_text).readline):
+            if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+                for line in range(token.start[0], token.end[0]):
+                    ends[line] = token.end[0]
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return ends

@@ -6,19 +6,26 @@ import textwrap
 
 import pytest
 
+from pathlib import Path
+
+from ckptlint.config import Config
 from ckptlint.engine import lint_source
 from ckptlint.rules import ALL_RULES, RULES_BY_CODE
 
 
+def _lint(rule, text: str):
+    return lint_source(textwrap.dedent(text), config=Config(root=Path.cwd(), **rule.options))
+
+
 @pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.code)
 def test_bad_example_triggers_the_rule(rule) -> None:
-    codes = {f.code for f in lint_source(textwrap.dedent(rule.bad))}
+    codes = {f.code for f in _lint(rule, rule.bad)}
     assert rule.code in codes
 
 
 @pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.code)
 def test_good_example_does_not(rule) -> None:
-    codes = {f.code for f in lint_source(textwrap.dedent(rule.good))}
+    codes = {f.code for f in _lint(rule, rule.good)}
     assert rule.code not in codes
 
 

@@ -28,6 +28,7 @@ class Rule:
     remedy: str = ""  # how to fix it by hand, or what --fix does
     level: str = "warning"
     fixable: bool = False
+    options: dict = {}  # configuration the rule needs to run (Config fields), for docs and tests
 
     def check(self, analysis: Analysis) -> Iterator[Finding]:
         return iter(())

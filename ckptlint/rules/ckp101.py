@@ -41,9 +41,13 @@ class ImplicitUseReentrant(Rule):
         def forward(self, x):
             return checkpoint(self.block, x, use_reentrant=False)
     """
+    fixable = True
     remedy = """
         Pass `use_reentrant=False` (recommended by torch; check that nothing relies on
         reentrant behaviour) or `use_reentrant=True` to keep today's behaviour exactly.
+        `ckptlint --fix` inserts `use_reentrant=True` (safe: no change in behaviour);
+        `--fix --unsafe-fixes` inserts `use_reentrant=False`. A call that passes
+        `**kwargs` gets no fix (it is not flagged either).
     """
 
     def check(self, analysis) -> Iterator[Finding]:

@@ -1,0 +1,19 @@
+"""`--format lsp`: `{file URI: [LSP Diagnostic, ...]}`, the diagnostics the language server publishes."""
+
+from __future__ import annotations
+
+import json
+
+from ckptlint.diagnostics import diagnostic, file_uri
+from ckptlint.engine import LintResult
+
+
+def render(result: LintResult, **_: object) -> str:
+    def line_text(path: str, line: int) -> str:
+        source = result.sources.get(path)
+        return source.line(line) if source is not None else ""
+
+    files: dict[str, list] = {}
+    for finding in result.findings:
+        files.setdefault(file_uri(finding.path), []).append(diagnostic(finding, line_text))
+    return json.dumps(files, indent=2, ensure_ascii=False) + "\n"
