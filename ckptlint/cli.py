@@ -317,6 +317,19 @@ def confirm(sample, report_file, findings_file, lint_paths, module, script_and_a
     sys.exit(code)
 
 
+@cli.command("lsp")
+@click.option("--tcp", is_flag=True, help="Listen on TCP instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=2087, show_default=True, type=int)
+def lsp(tcp: bool, host: str, port: int) -> None:
+    """Run the language server (stdio by default) for editors."""
+    try:
+        from ckptlint.lsp.server import serve
+    except ImportError as exc:
+        _fail(f"the language server needs pygls and lsprotocol: pip install 'ckptlint[lsp]' ({exc})")
+    serve((host, port) if tcp else None)
+
+
 @cli.command("rules")
 @click.argument("code", required=False)
 def rules(code: str | None) -> None:

@@ -24,8 +24,14 @@ def lsp_range(line_text: Callable[[int], str], line: int, column: int, end_line:
     }
 
 
-def diagnostic(finding: Finding, line_text: Callable[[str, int], str], encoding: str = "utf-16") -> dict[str, Any]:
-    """`line_text(path, line)` gives a file's line (for column conversion)."""
+def diagnostic(
+    finding: Finding,
+    line_text: Callable[[str, int], str],
+    encoding: str = "utf-16",
+    uri_for: Callable[[str], str] = file_uri,
+) -> dict[str, Any]:
+    """`line_text(path, line)` gives a file's line (for column conversion); `uri_for` turns
+    a finding's display path into a URI (relative paths are relative to the caller's base)."""
     rule = RULES_BY_CODE.get(finding.code)
 
     def own(number: int) -> str:
@@ -46,7 +52,7 @@ def diagnostic(finding: Finding, line_text: Callable[[str, int], str], encoding:
         related.append(
             {
                 "location": {
-                    "uri": file_uri(site.path),
+                    "uri": uri_for(site.path),
                     "range": {"start": {"line": site.line - 1, "character": character}, "end": {"line": site.line - 1, "character": len(text)}},
                 },
                 "message": site.describe(),

@@ -1,0 +1,249 @@
+"""`ckptlint lsp`: a language server (pygls) with diagnostics and fixes in the editor.
+
+Diagnostics are computed from the editor's unsaved buffers (every open document is an
+overlay, so a region in another open file is analysed as typed), with project-wide
+region resolution from the workspace, on open, on change (debounced) and on save.
+Positions use the negotiated encoding (UTF-16 unless the client offers another).
+Code actions: each finding's fixes (the safe one preferred), "ignore with # noqa", and a
+`source.fixAll.ckptlint` action. The configuration is read on every lint, so a changed
+pyproject.toml takes effect without a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+from lsprotocol import types
+from lsprotocol.converters import get_converter
+from pygls.lsp.server import LanguageServer
+
+from ckptlint import __version__
+from ckptlint.diagnostics import diagnostic
+from ckptlint.finding import SAFE, Edit, Finding, Fix
+from ckptlint.fixes import chosen_fixes
+from ckptlint.noqa import noqa_edits
+from ckptlint.positions import convert_column, to_code_points
+from ckptlint.source import SourceFile
+
+DEBOUNCE_SECONDS = 0.3
+FIX_ALL = types.CodeActionKind.SourceFixAll + ".ckptlint"
+logger = logging.getLogger(__name__)
+
+
+class CkptlintServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("ckptlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.findings: dict[str, list[Finding]] = {}  # last findings per document URI
+        self._pending: dict[str, asyncio.Task] = {}
+        self._sources: dict[str, SourceFile] = {}  # lines for column conversion, by display path
+        self._converter = get_converter()
+
+    # -- linting --------------------------------------------------------------
+
+    @property
+    def encoding(self) -> str:
+        encoding = self.workspace.position_encoding or "utf-16"
+        return getattr(encoding, "value", encoding)  # an enum member: its str() is its name
+
+    @property
+    def root(self) -> Path:
+        root = self.workspace.root_path
+        return Path(root) if root else Path.cwd()
+
+    def lint(self, uri: str) -> list[Finding]:
+        """Findings for one open document, from the unsaved text of every open document."""
+        from ckptlint.cli import project_root_for, resolve_config
+        from ckptlint.config import Config, ConfigError
+        from ckptlint.engine import Linter
+        from ckptlint.project import display_path
+
+        document = self.workspace.get_text_document(uri)
+        path = Path(document.path)
+        overlays = {
+            Path(doc.path): doc.source for doc in self.workspace.text_documents.values() if doc.path.endswith((".py", ".pyi"))
+        }
+        try:
+            config = resolve_config(None, [path])
+        except ConfigError as exc:
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"ckptlint: {exc}"))
+            config = Config(root=self.root)
+        linter = Linter(config, overlays=overlays, base=self.root)
+        project_root = project_root_for(config, [path]) or self.root
+        result = linter.lint_files([path], project_root=project_root)
+        own = display_path(path, self.root)
+        self._sources.update(result.sources)
+        findings = [finding for finding in result.findings if finding.path == own]
+        self.findings[uri] = findings
+        return findings
+
+    def publish(self, uri: str) -> None:
+        try:
+            findings = self.lint(uri)
+        except Exception:  # noqa: BLE001 - a bug must not take the editor's server down
+            logger.exception("ckptlint failed on %s", uri)
+            self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=f"ckptlint: internal error on {uri}"))
+            return
+        document = self.workspace.get_text_document(uri)
+        diagnostics = [self._diagnostic(finding) for finding in findings]
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=document.version)
+        )
+
+    def _line(self, path: str, line: int) -> str:
+        source = self._sources.get(path)
+        if source is not None:
+            return source.line(line)
+        absolute = Path(path) if os.path.isabs(path) else self.root / path
+        document = self.workspace.text_documents.get(absolute.as_uri())
+        if document is not None and 0 < line <= len(document.lines):
+            return document.lines[line - 1].rstrip("\r\n")
+        return ""
+
+    def _diagnostic(self, finding: Finding) -> types.Diagnostic:
+        data = diagnostic(finding, self._line, self.encoding, uri_for=lambda path: (self.root / path).as_uri())
+        return self._converter.structure(data, types.Diagnostic)
+
+    def schedule(self, uri: str, delay: float) -> None:
+        pending = self._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+
+        async def later() -> None:
+            await asyncio.sleep(delay)
+            self._pending.pop(uri, None)
+            self.publish(uri)
+
+        self._pending[uri] = asyncio.get_event_loop().create_task(later())
+
+    # -- edits ----------------------------------------------------------------
+
+    def text_edits(self, uri: str, edits: list[Edit]) -> list[types.TextEdit]:
+        document = self.workspace.get_text_document(uri)
+        lines = [line.rstrip("\r\n") for line in document.lines]
+
+        def position(line: int, column: int) -> types.Position:
+            text = lines[line - 1] if 0 < line <= len(lines) else ""
+            return types.Position(line=line - 1, character=convert_column(text, column, self.encoding))
+
+        return [
+            types.TextEdit(range=types.Range(start=position(e.line, e.column), end=position(e.end_line, e.end_column)), new_text=e.content)
+            for e in edits
+        ]
+
+    def source_file(self, uri: str) -> SourceFile:
+        document = self.workspace.get_text_document(uri)
+        return SourceFile(document.path, document.path, document.source)
+
+
+server = CkptlintServer()
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: CkptlintServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.publish(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: CkptlintServer, params: types.DidChangeTextDocumentParams) -> None:
+    ls.schedule(params.text_document.uri, DEBOUNCE_SECONDS)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: CkptlintServer, params: types.DidSaveTextDocumentParams) -> None:
+    for uri in list(ls.workspace.text_documents):  # a saved file can change another's regions
+        if uri.endswith((".py", ".pyi")):
+            ls.publish(uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: CkptlintServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.findings.pop(params.text_document.uri, None)
+    ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+def did_change_watched_files(ls: CkptlintServer, params: types.DidChangeWatchedFilesParams) -> None:
+    for uri in list(ls.workspace.text_documents):
+        if uri.endswith((".py", ".pyi")):
+            ls.publish(uri)
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=False),
+)
+def code_action(ls: CkptlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    uri = params.text_document.uri
+    findings = ls.findings.get(uri)
+    if findings is None:
+        findings = ls.lint(uri)
+    wanted = params.context.only
+    actions: list[types.CodeAction] = []
+    if not wanted or any(kind.startswith(types.CodeActionKind.QuickFix) for kind in wanted):
+        for finding in findings:
+            if _overlaps(ls, uri, finding, params.range):
+                actions.extend(_quick_fixes(ls, uri, finding))
+    if not wanted or any(FIX_ALL.startswith(kind) or kind == types.CodeActionKind.Source for kind in wanted):
+        safe = chosen_fixes(findings, unsafe=False)
+        if safe:
+            edits = ls.text_edits(uri, [edit for fix in safe for edit in fix.edits])
+            actions.append(
+                types.CodeAction(
+                    title="ckptlint: fix all safe fixes",
+                    kind=FIX_ALL,
+                    edit=types.WorkspaceEdit(changes={uri: edits}),
+                )
+            )
+    return actions
+
+
+def _overlaps(ls: CkptlintServer, uri: str, finding: Finding, selection: types.Range) -> bool:
+    document = ls.workspace.get_text_document(uri)
+    lines = [line.rstrip("\r\n") for line in document.lines]
+
+    def key(line: int, character: int) -> tuple[int, int]:
+        text = lines[line] if 0 <= line < len(lines) else ""
+        return line + 1, to_code_points(text, character, ls.encoding)
+
+    start = key(selection.start.line, selection.start.character)
+    end = key(selection.end.line, selection.end.character)
+    return (finding.line, finding.column) <= end and start <= (finding.end_line, finding.end_column)
+
+
+def _quick_fixes(ls: CkptlintServer, uri: str, finding: Finding) -> list[types.CodeAction]:
+    diagnostic_ = ls._diagnostic(finding)
+    actions = []
+    for fix in finding.fixes:
+        actions.append(_fix_action(ls, uri, fix, diagnostic_))
+    noqa = noqa_edits(ls.source_file(uri), [finding])
+    if noqa:
+        actions.append(
+            types.CodeAction(
+                title=f"ckptlint: ignore {finding.code} on this line (# noqa)",
+                kind=types.CodeActionKind.QuickFix,
+                diagnostics=[diagnostic_],
+                edit=types.WorkspaceEdit(changes={uri: ls.text_edits(uri, noqa)}),
+            )
+        )
+    return actions
+
+
+def _fix_action(ls: CkptlintServer, uri: str, fix: Fix, diagnostic_: types.Diagnostic) -> types.CodeAction:
+    return types.CodeAction(
+        title=f"ckptlint: {fix.description}" + ("" if fix.applicability == SAFE else " [unsafe]"),
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[diagnostic_],
+        is_preferred=fix.applicability == SAFE,
+        edit=types.WorkspaceEdit(changes={uri: ls.text_edits(uri, list(fix.edits))}),
+    )
+
+
+def serve(tcp: tuple[str, int] | None = None) -> None:
+    if tcp is None:
+        server.start_io()
+    else:
+        server.start_tcp(*tcp)
+
