@@ -235,17 +235,19 @@ def check(
     if add_noqa or fix or diff:
         from ckptlint import fixing
 
-        if add_noqa:
-            changed = fixing.add_noqa(result, request.from_stdin)
-            click.echo(f"Added noqa comments to {changed} file{'s' if changed != 1 else ''}.", err=True)
-            sys.exit(EXIT_CLEAN)
-        changes = fixing.fixed_files(result, unsafe_fixes)
+        changes = fixing.noqa_changes(result) if add_noqa else fixing.fixed_files(result, unsafe_fixes)
         if diff:
             text = fixing.unified_diff(changes)
             click.echo(text, nl=False)
             sys.exit(EXIT_FINDINGS if changes else EXIT_CLEAN)
         if request.from_stdin:
-            click.echo(fixing.fixed_stdin(result, changes), nl=False)
+            click.echo(fixing.stdin_text(result, changes), nl=False)
+            sys.exit(EXIT_CLEAN)
+        if add_noqa:
+            fixing.write(changes)
+            if not quiet:
+                count = sum(change.fixed for change in changes)
+                click.echo(f"Added noqa comments for {count} finding{'s' if count != 1 else ''} in {len(changes)} file{'s' if len(changes) != 1 else ''}.", err=True)
             sys.exit(EXIT_CLEAN)
         fixed = fixing.write(changes)
         result = request.run()

@@ -62,26 +62,27 @@ def write(changes: list[Change]) -> int:
     return sum(change.fixed for change in changes)
 
 
-def fixed_stdin(result: LintResult, changes: list[Change]) -> str:
+def stdin_text(result: LintResult, changes: list[Change]) -> str:
+    """What `-` becomes: the changed text, or the text as read when nothing changed."""
     if changes:
         return changes[0].after
     source = next(iter(result.sources.values()), None)
     return source.text if source is not None else ""
 
 
-def add_noqa(result: LintResult, from_stdin: bool) -> int:
+def noqa_changes(result: LintResult) -> list[Change]:
+    """`# noqa: CODES` appended to the line of every finding (not to unparsable files)."""
     by_path: dict[str, list[Finding]] = {}
     for finding in result.findings:
         if finding.code != "CKP000":
             by_path.setdefault(finding.path, []).append(finding)
-    changed = 0
+    changes = []
     for display, findings in sorted(by_path.items()):
         source = result.sources[display]
         after = apply_edits(source.text, noqa_edits(source, findings))
-        if after != source.text and not from_stdin:
-            _write_text(Path(source.path), after)
-            changed += 1
-    return changed
+        if after != source.text:
+            changes.append(Change(source.path, display, source.text, after, len(findings)))
+    return changes
 
 
 def _write_text(path: Path, text: str) -> None:

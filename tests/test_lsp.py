@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -192,3 +194,21 @@ async def test_fix_all_source_action(client: LanguageClient, project: Path) -> N
         "checkpoint(a, x, use_reentrant=True)",
         "checkpoint(b, y, use_reentrant=True)",
     ]
+
+
+def test_missing_pygls_is_a_clear_message(tmp_path: Path) -> None:
+
+    blocker = tmp_path / "pygls"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('No module named pygls')\n")
+    completed = subprocess.run(
+        [sys.executable, "-m", "ckptlint", "lsp"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        stdin=subprocess.DEVNULL,
+    )
+    assert completed.returncode == 2
+    assert "pip install 'ckptlint[lsp]'" in completed.stderr
+    assert "Traceback" not in completed.stderr
