@@ -212,3 +212,38 @@ def test_missing_pygls_is_a_clear_message(tmp_path: Path) -> None:
     assert completed.returncode == 2
     assert "pip install 'ckptlint[lsp]'" in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+async def test_hover_on_a_noqa_code_shows_the_rule(client: LanguageClient, project: Path) -> None:
+    await _start(client, project)
+    model = project / "model.py"
+    text = "x = '🙂'  # noqa: CKP201, E501\n"
+    _open(client, model, text)
+    await _diagnostics(client, model)
+    at = text.index("CKP201") + 1 + 3  # UTF-16: the emoji counts twice; inside the code
+    hover = await client.text_document_hover_async(
+        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=_uri(model)), position=types.Position(line=0, character=at))
+    )
+    assert hover.contents.kind == types.MarkupKind.Markdown
+    assert hover.contents.value.startswith("# CKP201: unsaved-random-draw")
+    assert (hover.range.start.character, hover.range.end.character) == (text.index("CKP201") + 1, text.index("CKP201") + 7)
+    on_e501 = types.Position(line=0, character=text.index("E501") + 2)
+    assert await client.text_document_hover_async(types.HoverParams(text_document=types.TextDocumentIdentifier(uri=_uri(model)), position=on_e501)) is None
+
+
+async def test_saving_another_file_updates_open_documents(client: LanguageClient, project: Path) -> None:
+    await _start(client, project)
+    blocks = project / "blocks.py"
+    blocks_text = "import random\n\n\ndef block(x):\n    return x * random.random()\n"
+    blocks.write_text(blocks_text)
+    model = project / "model.py"
+    model.write_text("from blocks import block\n\n\ndef f(x):\n    return block(x)\n")
+    _open(client, blocks, blocks_text)
+    assert not await _diagnostics(client, blocks)  # nothing checkpoints block yet
+    model.write_text(
+        "from torch.utils.checkpoint import checkpoint\nfrom blocks import block\n\n\ndef f(x):\n    return checkpoint(block, x, use_reentrant=False)\n"
+    )
+    client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=_uri(model))))
+    [finding] = await _diagnostics(client, blocks)
+    assert (finding.code, finding.range.start.line) == ("CKP201", 4)
+    assert finding.related_information[0].location.uri == _uri(model)

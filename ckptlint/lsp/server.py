@@ -5,7 +5,7 @@ overlay, so a region in another open file is analysed as typed), with project-wi
 region resolution from the workspace, on open, on change (debounced) and on save.
 Positions use the negotiated encoding (UTF-16 unless the client offers another).
 Code actions: each finding's fixes (the safe one preferred), "ignore with # noqa", and a
-`source.fixAll.ckptlint` action. The configuration is read on every lint, so a changed
+`source.fixAll.ckptlint` action. Hovering a rule code in a comment shows the rule's page. The configuration is read on every lint, so a changed
 pyproject.toml takes effect without a restart.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 from pathlib import Path
 
 from lsprotocol import types
@@ -239,6 +240,32 @@ def _fix_action(ls: CkptlintServer, uri: str, fix: Fix, diagnostic_: types.Diagn
         is_preferred=fix.applicability == SAFE,
         edit=types.WorkspaceEdit(changes={uri: ls.text_edits(uri, list(fix.edits))}),
     )
+
+
+_RULE_CODE = re.compile(r"\bCKP\d{3}\b")
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+def hover(ls: CkptlintServer, params: types.HoverParams) -> types.Hover | None:
+    """The rule's page when hovering a code in a comment (`# noqa: CKP201`), as ruff does."""
+    from ckptlint.rules import RULES_BY_CODE
+
+    document = ls.workspace.get_text_document(params.text_document.uri)
+    if params.position.line >= len(document.lines):
+        return None
+    text = document.lines[params.position.line].rstrip("\r\n")
+    column = to_code_points(text, params.position.character, ls.encoding) - 1
+    comment = text.find("#")
+    for match in _RULE_CODE.finditer(text):
+        if comment != -1 and comment < match.start() <= column < match.end() and match.group() in RULES_BY_CODE:
+            line = params.position.line
+            span = types.Range(
+                start=types.Position(line=line, character=convert_column(text, match.start() + 1, ls.encoding)),
+                end=types.Position(line=line, character=convert_column(text, match.end() + 1, ls.encoding)),
+            )
+            page = RULES_BY_CODE[match.group()].document()
+            return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=page), range=span)
+    return None
 
 
 def serve(tcp: tuple[str, int] | None = None) -> None:
