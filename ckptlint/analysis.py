@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.effects import TORCH_RANDOM, Effect
 from ckptlint.finding import Fix, Site
-from ckptlint.fixes import FixBuilder
 from ckptlint.region_analysis import RegionAnalysis
 from ckptlint.symbols import ModuleSymbols
+
+if TYPE_CHECKING:
+    from ckptlint.cst_fixes import FixBuilder
 
 
 @dataclass
@@ -17,7 +20,7 @@ class Analysis:
     module: ModuleSymbols
     regions: RegionAnalysis
     calls: list[CheckpointCall] = field(default_factory=list)
-    fix_builder: FixBuilder = field(default_factory=FixBuilder)
+    fix_builder: FixBuilder | None = None  # None: no fixes wanted (text output), libcst not needed
 
     @staticmethod
     def site(call: CheckpointCall, chain: tuple[str, ...] = ()) -> Site:
@@ -38,6 +41,8 @@ class Analysis:
 
     def fixes_for(self, call: CheckpointCall) -> tuple[Fix, ...]:
         """CKP101's fixes for the call (computed with libcst, only for calls that need them)."""
+        if self.fix_builder is None:
+            return ()
         source = call.module.source
         node = call.node
         span = (

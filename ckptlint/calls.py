@@ -25,6 +25,7 @@ from ckptlint.catalogue import (
     CheckpointAPI,
 )
 from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.prefilter import Names, leaf
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, IMPORT, ModuleSymbols, Scope
 
@@ -185,16 +186,21 @@ class _Target:
 class CallFinder:
     """Resolves callees of one project's modules to checkpoint APIs."""
 
-    def __init__(self, project: Project, catalogue: Catalogue, classes: ClassIndex | None = None):
+    def __init__(self, project: Project, catalogue: Catalogue, classes: ClassIndex | None = None, names: Names | None = None):
         self.project = project
         self.catalogue = catalogue
         self.classes = classes or ClassIndex(project)
         self._layer_names = catalogue.layer_classes()
+        # names a callee or base must mention to be resolved at all (see prefilter.py)
+        self._api_names = Names.of(catalogue)
+        self.names = names if names is not None else self._api_names.copy()
 
     # -- public ---------------------------------------------------------------
 
     def checkpoint_calls(self, module: ModuleSymbols) -> list[CheckpointCall]:
         """Every checkpoint call in the module, in source order."""
+        own = self.derived_names(module)
+        self.names.update(own)
         found: list[CheckpointCall] = []
         applied: dict[int, tuple[ast.Call | ast.FunctionDef | ast.AsyncFunctionDef, Scope]] = {}
         for function, scope in module.functions:
@@ -204,13 +210,60 @@ class CallFinder:
         for call, scope in module.calls:
             if isinstance(call.func, ast.Call):
                 applied[id(call.func)] = (call, scope)
+        mentioned = self.names.mentioned_in_callee
         for call, scope in module.calls:
+            if not mentioned(call.func):
+                continue
             checkpoint_call = self._recognise(call, module, scope, applied)
             if checkpoint_call is not None:
                 found.append(checkpoint_call)
-        found.extend(self._layer_classes(module))
+        layers = list(self._layer_classes(module))
+        own.classes.update(call.node.name for call in layers)  # type: ignore[attr-defined]
+        self.names.update(own)
+        module.checkpoint_names = own  # what this module adds, for the prefilter and the cache
+        found.extend(layers)
         found.sort(key=lambda c: (c.line, c.node.col_offset))  # type: ignore[attr-defined]
         return found
+
+    def derived_names(self, module: ModuleSymbols) -> Names:
+        """The module's own names for checkpoint APIs and layer classes: aliases, partials
+        and `self.<attr>` bound to an API, imports of a layer class under another name."""
+        names = self.names
+        found = Names()
+        for scope in module.iter_scopes():
+            for name, bindings in scope.bindings.items():
+                if name in self._api_names.functions:
+                    continue
+                for binding in bindings:
+                    if binding.kind == IMPORT and binding.target:
+                        imported = leaf(binding.target)
+                        if imported in names.classes and name != imported:
+                            found.classes.add(name)
+                        elif imported in names.functions and self._denotes_api(ast.Name(id=name, lineno=binding.line), module, scope):
+                            found.functions.add(name)
+                    elif binding.kind == ASSIGN and binding.value is not None and names.mentioned_in_callee(binding.value):
+                        if self.resolve(binding.value, module, binding.written_from or binding.scope) is not None:
+                            found.functions.add(name)
+        pattern = names.function_pattern()
+        lines = module.source.lines
+        for node, _ in module.classes:
+            text = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+            if pattern is None or not pattern.search(text):
+                continue
+            info = self.classes.info(module, module.scope_of[id(node)])
+            for attribute, assignments in info.attribute_assignments.items():
+                if attribute in self._api_names.functions:
+                    continue
+                for assignment in assignments:
+                    value = assignment.value
+                    if value is not None and names.mentioned_in_callee(value) and self.resolve(value, module, assignment.method):
+                        found.functions.add(attribute)
+                        break
+        return found
+
+    def _denotes_api(self, expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
+        target = self.resolve(expr, module, scope)
+        return target is not None and target.api.region_kind != LAYER_CLASS
 
     def resolve(self, expr: ast.expr, module: ModuleSymbols, scope: Scope, depth: int = 0) -> _Target | None:
         """The checkpoint API a callee expression denotes, if any."""
@@ -281,7 +334,7 @@ class CallFinder:
         if not self._layer_names:
             return
         for node, scope in module.classes:
-            if not node.bases:
+            if not node.bases or not self.names.mentioned_in_bases(node.bases):
                 continue
             info = self.classes.info(module, module.scope_of[id(node)])
             for ancestor in self.classes.ancestors(info):

@@ -16,6 +16,7 @@ from typing import NoReturn, Sequence
 import click
 
 from ckptlint import __version__
+from ckptlint.cache import CACHE_DIR_NAME
 from ckptlint.config import Config, ConfigError, find_config, load_config, parse_codes
 from ckptlint.discovery import PathProblem, find_project_root
 
@@ -99,6 +100,8 @@ def project_root_for(config: Config, paths: Sequence[Path]) -> Path | None:
     return find_project_root(common)
 
 
+FORMATS_WITH_FIXES = frozenset({"json", "sarif", "lsp"})  # the outputs that carry fix edits
+
 _LINT_PARAMETERS = (
     "paths",
     "select",
@@ -111,6 +114,9 @@ _LINT_PARAMETERS = (
     "config_file",
     "stdin_filename",
     "no_project",
+    "jobs",
+    "no_cache",
+    "cache_dir",
 )
 
 
@@ -138,6 +144,14 @@ def lint_options(function):
             is_flag=True,
             help="Follow only the checkpoint calls in PATHS, not those elsewhere in the project that reach PATHS.",
         ),
+        click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes [default: all cores]."),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
+        click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False),
+            envvar="CKPTLINT_CACHE_DIR",
+            help="Where the cache lives [default: .ckptlint_cache in the project root; env CKPTLINT_CACHE_DIR].",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -159,14 +173,25 @@ class LintRequest:
     config_file: str | None
     stdin_filename: str | None
     no_project: bool
+    jobs: int | None = None
+    no_cache: bool = False
+    cache_dir: str | None = None
+    want_fixes: bool = False
+    want_calls: bool = False
     report_unused_noqa: bool | None = None
     from_stdin: bool = False
     _stdin: bytes | None = None
+
+    def cache_directory(self, config: Config, root: Path | None) -> Path:
+        if self.cache_dir:
+            return Path(self.cache_dir)
+        return (root or config.root) / CACHE_DIR_NAME
 
     def run(self):
         """Lint, reporting unreadable paths on stderr; exits 2 on a bad configuration."""
         from ckptlint.discovery import discover
         from ckptlint.engine import Linter
+        from ckptlint.parallel import default_jobs
 
         paths = list(self.paths) or ["."]
         stdin_path = Path(self.stdin_filename or "-")
@@ -189,9 +214,16 @@ class LintRequest:
                 self._stdin = sys.stdin.buffer.read()  # read once: --fix lints twice
             overlays[Path(os.path.abspath(stdin_path))] = self._stdin
             self.from_stdin = True
-        linter = Linter(config, overlays=overlays)
         root = None if self.no_project else project_root_for(config, targets)
-        from_stdin = [t for t in targets if linter.project.has_overlay(t)]
+        linter = Linter(
+            config,
+            overlays=overlays,
+            jobs=self.jobs or default_jobs(),
+            cache_dir=None if self.no_cache else self.cache_directory(config, root),
+            want_fixes=self.want_fixes,
+            want_calls=self.want_calls,
+        )
+        from_stdin = [t for t in targets if linter.has_overlay(t)]
         discovered = discover([t for t in targets if t not in from_stdin], linter.is_excluded, self.force_exclude)
         result = linter.lint_files([*from_stdin, *discovered.files], discovered.problems, root)
         _report_problems(result.problems)
@@ -231,6 +263,7 @@ def check(
     from ckptlint.reporters import FORMATS
 
     request.report_unused_noqa = report_unused_noqa
+    request.want_fixes = fix or diff or output_format in FORMATS_WITH_FIXES
     result = request.run()
     if add_noqa or fix or diff:
         from ckptlint import fixing
@@ -270,10 +303,9 @@ def calls(request: LintRequest, output_format) -> None:
     """List the checkpoint calls ckptlint recognises in PATHS, with their region and mode."""
     import json
 
-    from ckptlint.call_report import describe_call
-
+    request.want_calls = True
     result = request.run()
-    described = sorted((describe_call(call) for call in result.calls), key=lambda d: (d["path"], d["line"], d["column"]))
+    described = sorted(result.calls, key=lambda d: (d["path"], d["line"], d["column"]))
     if output_format == "json":
         click.echo(json.dumps(described, indent=2))
     else:
@@ -330,6 +362,30 @@ def lsp(tcp: bool, host: str, port: int) -> None:
     except ImportError as exc:
         _fail(f"the language server needs pygls and lsprotocol: pip install 'ckptlint[lsp]' ({exc})")
     serve((host, port) if tcp else None)
+
+
+@cli.command("clean")
+@click.argument("path", required=False, type=click.Path(file_okay=False))
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="CKPTLINT_CACHE_DIR", help="The cache to remove.")
+def clean(path: str | None, cache_dir: str | None) -> None:
+    """Remove the cache (.ckptlint_cache in the project root of PATH, default: here)."""
+    from ckptlint.cache import clean as remove
+
+    if cache_dir:
+        directory = Path(cache_dir)
+    else:
+        start = Path(path or ".")
+        try:
+            config = resolve_config(None, [start])
+        except ConfigError as exc:
+            _fail(str(exc))
+        root = project_root_for(config, [start]) or config.root
+        directory = root / CACHE_DIR_NAME
+    try:
+        removed = remove(directory)
+    except OSError as exc:
+        _fail(str(exc))
+    click.echo(f"{'Removed' if removed else 'No cache at'} {directory}", err=True)
 
 
 @cli.command("rules")

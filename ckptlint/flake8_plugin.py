@@ -36,7 +36,9 @@ class Flake8Plugin:
 def findings_for_file(filename: str, text: str) -> list:
     from ckptlint.cli import project_root_for, resolve_config
     from ckptlint.config import Config, ConfigError
+    from ckptlint.cache import CACHE_DIR_NAME
     from ckptlint.engine import Linter
+    from ckptlint.parallel import default_jobs
     from ckptlint.project import display_path
 
     # with --stdin-display-name flake8 passes the display name: a file that is not there
@@ -55,12 +57,12 @@ def findings_for_file(filename: str, text: str) -> list:
     if root is not None and not from_stdin:
         key = (root, config)
         if key not in _PROJECT_FINDINGS:
-            linter = Linter(config)
+            linter = Linter(config, jobs=default_jobs(), cache_dir=root / CACHE_DIR_NAME)
             result = linter.lint_paths([root])
             by_path: dict[str, list] = {}
             for finding in result.findings:
                 by_path.setdefault(finding.path, []).append(finding)
-            files = {Path(os.path.abspath(f)) for f in linter.project.linted_files}
+            files = {Path(path) for path in result.linted}
             _PROJECT_FINDINGS[key] = (files, by_path)
         files, by_path = _PROJECT_FINDINGS[key]
         if absolute in files:

@@ -46,23 +46,64 @@ def _written_roots(node: ast.AST) -> Iterator[tuple[ast.expr, str]]:
             yield node.func.value, f".{method}()"
 
 
+class FunctionFacts:
+    """What one walk over a function finds, kept on the node: every analysis asks again.
+
+    `writes`: (statement or call, changed expression, how); `lazy`: names tested before
+    being set; `calls_on`: (receiver name, method) called; `called_names`: plain calls;
+    `registered`: names given to `register_buffer`/`register_parameter`.
+    """
+
+    __slots__ = ("writes", "lazy", "calls_on", "called_names", "registered")
+
+    def __init__(self, function: ast.AST):
+        self.writes: list[tuple[ast.AST, ast.expr, str]] = []
+        self.calls_on: set[tuple[str, str]] = set()
+        self.called_names: set[str] = set()
+        self.registered: set[str] = set()
+        lazy: set[str] = set()
+        for node in ast.walk(function):
+            for root, how in _written_roots(node):
+                self.writes.append((node, root, how))
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Name):
+                    self.called_names.add(func.id)
+                elif isinstance(func, ast.Attribute):
+                    if isinstance(func.value, ast.Name):
+                        self.calls_on.add((func.value.id, func.attr))
+                    if func.attr in ("register_buffer", "register_parameter") and node.args:
+                        first = node.args[0]
+                        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                            self.registered.add(first.value)
+            elif isinstance(node, (ast.If, ast.IfExp, ast.While)):
+                lazy.update(_tested_for_none_or_truth(node.test))
+                if isinstance(node, ast.If):
+                    # memoisation: `if key != _loaded: _fn = load(key); _loaded = key` re-runs only on a new key
+                    tested = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+                    assigned = {
+                        t.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Assign) for t in _names(n.targets)
+                    }
+                    if tested & assigned:
+                        lazy.update(assigned)
+        self.lazy = frozenset(lazy)
+
+
+def function_facts(function: ast.AST) -> FunctionFacts:
+    facts = getattr(function, "_ckptlint_facts", None)
+    if facts is None:
+        facts = FunctionFacts(function)
+        function._ckptlint_facts = facts  # type: ignore[attr-defined]
+    return facts
+
+
 def lazy_initialised_names(function: ast.AST) -> frozenset[str]:
     """Names a function tests for None or truth before setting them: `if _cache is None: _cache = ...`.
 
     Writing such a global is lazy initialisation or memoisation: the first call sets it and
     every later one (a replay included) sees the same value.
     """
-    names: set[str] = set()
-    for node in ast.walk(function):
-        if isinstance(node, (ast.If, ast.IfExp, ast.While)):
-            names.update(_tested_for_none_or_truth(node.test))
-        if isinstance(node, ast.If):
-            # memoisation: `if key != _loaded: _fn = load(key); _loaded = key` re-runs only on a new key
-            tested = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
-            assigned = {t.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Assign) for t in _names(n.targets)}
-            if tested & assigned:
-                names.update(assigned)
-    return frozenset(names)
+    return function_facts(function).lazy
 
 
 def _names(targets: list[ast.expr]) -> Iterator[ast.Name]:
@@ -119,18 +160,17 @@ class Mutability:
             scope = module.scope_of[id(function)]
             if scope.qualname in construction_only:
                 continue
-            lazy = lazy_initialised_names(function)
-            for node in ast.walk(function):
-                for root, how in _written_roots(node):
-                    while isinstance(root, (ast.Attribute, ast.Subscript)):
-                        root = root.value
-                    if not isinstance(root, ast.Name) or root.id in found:
-                        continue
-                    if root.id in lazy and not isinstance(node, ast.AugAssign):
-                        continue
-                    bindings = module.lookup(scope, root.id)
-                    if bindings and all(b.scope.kind == MODULE and b.kind in (ASSIGN, OTHER, UNPACK) for b in bindings):
-                        found[root.id] = f"mutated by {how} in {scope.qualname} (line {node.lineno})"
+            facts = function_facts(function)
+            for node, root, how in facts.writes:
+                while isinstance(root, (ast.Attribute, ast.Subscript)):
+                    root = root.value
+                if not isinstance(root, ast.Name) or root.id in found:
+                    continue
+                if root.id in facts.lazy and not isinstance(node, ast.AugAssign):
+                    continue
+                bindings = module.lookup(scope, root.id)
+                if bindings and all(b.scope.kind == MODULE and b.kind in (ASSIGN, OTHER, UNPACK) for b in bindings):
+                    found[root.id] = f"mutated by {how} in {scope.qualname} (line {node.lineno})"  # type: ignore[attr-defined]
         self._globals[id(module)] = found
         return found
 
@@ -141,23 +181,8 @@ class Mutability:
             return cached
         found: dict[str, str] = {}
         for cls in self.classes.mro(info):
-            init_only = _init_only_methods(cls)
-            for method in cls.methods():
-                name = method.node.name  # type: ignore[attr-defined]
-                receiver = method.first_parameter()
-                if name in init_only or receiver is None:
-                    continue
-                setter = _is_configuration_setter(method.node)
-                lazy = lazy_initialised_names(method.node)  # `if not self._ready: ...; self._ready = True`
-                for node in ast.walk(method.node):
-                    if setter and not _stores_a_tensor(node, method.node):
-                        continue
-                    for root, how in _written_roots(node):
-                        attribute = _self_attribute(root, receiver)
-                        if attribute is not None and f"{receiver}.{attribute}" in lazy and not isinstance(node, ast.AugAssign):
-                            continue  # lazy initialisation or a keyed memo
-                        if attribute is not None and attribute not in found:
-                            found[attribute] = f"written by {how} in {cls.name}.{name} (line {node.lineno})"
+            for attribute, where in _own_mutable_attributes(cls).items():
+                found.setdefault(attribute, where)
         self._attributes[id(info.scope)] = found
         return found
 
@@ -168,28 +193,55 @@ class Mutability:
             return cached
         found: set[str] = set()
         for cls in self.classes.mro(info):
-            for method in cls.methods():
-                receiver = method.first_parameter()
-                for node in ast.walk(method.node):
-                    if (
-                        isinstance(node, ast.Call)
-                        and isinstance(node.func, ast.Attribute)
-                        and node.func.attr in ("register_buffer", "register_parameter")
-                        and node.args
-                        and isinstance(node.args[0], ast.Constant)
-                        and isinstance(node.args[0].value, str)
-                    ):
-                        found.add(node.args[0].value)
-            for attribute, assignments in cls.attribute_assignments.items():
-                for assignment in assignments:
-                    value = assignment.value
-                    if isinstance(value, ast.Call):
-                        name = cls.module.qualified_name(value.func, assignment.method)
-                        if name in _PARAMETER_CLASSES:
-                            found.add(attribute)
+            found |= _own_tensor_attributes(cls)
         result = frozenset(found)
         self._tensors[id(info.scope)] = result
         return result
+
+
+def _own_mutable_attributes(cls: ClassInfo) -> dict[str, str]:
+    """What `mutable_attributes` finds in one class's own methods (kept on the class node)."""
+    cached = getattr(cls.node, "_ckptlint_mutable", None)
+    if cached is not None:
+        return cached
+    found: dict[str, str] = {}
+    init_only = _init_only_methods(cls)
+    for method in cls.methods():
+        name = method.node.name  # type: ignore[attr-defined]
+        receiver = method.first_parameter()
+        if name in init_only or receiver is None:
+            continue
+        setter = _is_configuration_setter(method.node)
+        facts = function_facts(method.node)  # lazy: `if not self._ready: ...; self._ready = True`
+        for node, root, how in facts.writes:
+            if setter and not _stores_a_tensor(node, method.node):
+                continue
+            attribute = _self_attribute(root, receiver)
+            if attribute is not None and f"{receiver}.{attribute}" in facts.lazy and not isinstance(node, ast.AugAssign):
+                continue  # lazy initialisation or a keyed memo
+            if attribute is not None and attribute not in found:
+                found[attribute] = f"written by {how} in {cls.name}.{name} (line {node.lineno})"  # type: ignore[attr-defined]
+    cls.node._ckptlint_mutable = found  # type: ignore[attr-defined]
+    return found
+
+
+def _own_tensor_attributes(cls: ClassInfo) -> frozenset[str]:
+    cached = getattr(cls.node, "_ckptlint_tensors", None)
+    if cached is not None:
+        return cached
+    found: set[str] = set()
+    for method in cls.methods():
+        found |= function_facts(method.node).registered
+    for attribute, assignments in cls.attribute_assignments.items():
+        for assignment in assignments:
+            value = assignment.value
+            if isinstance(value, ast.Call):
+                name = cls.module.qualified_name(value.func, assignment.method)
+                if name in _PARAMETER_CLASSES:
+                    found.add(attribute)
+    result = frozenset(found)
+    cls.node._ckptlint_tensors = result  # type: ignore[attr-defined]
+    return result
 
 
 CONFIGURATION_PREFIXES = (
@@ -219,9 +271,8 @@ def _called_only_at_construction(module: ModuleSymbols) -> set[str]:
     what they set (a kernel loaded into a global) is fixed before any forward runs."""
     callers: dict[str, set[str]] = {}
     for function, _ in module.functions:
-        for node in ast.walk(function):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                callers.setdefault(node.func.id, set()).add(function.name)
+        for called in function_facts(function).called_names:
+            callers.setdefault(called, set()).add(function.name)
     return {
         name
         for name, called_from in callers.items()
@@ -258,14 +309,9 @@ def _init_only_methods(cls: ClassInfo) -> set[str]:
     for method in cls.methods():
         name = method.node.name  # type: ignore[attr-defined]
         receiver = method.first_parameter()
-        for node in ast.walk(method.node):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == receiver
-            ):
-                callers.setdefault(node.func.attr, set()).add(name)
+        for called_on, attribute in function_facts(method.node).calls_on:
+            if called_on == receiver:
+                callers.setdefault(attribute, set()).add(name)
     init_like = set(torch_api.INIT_LIKE_METHODS)
     for name, called_from in callers.items():
         if called_from and called_from <= torch_api.INIT_LIKE_METHODS:

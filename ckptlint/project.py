@@ -13,6 +13,7 @@ root first, as `sys.path[0]` makes Python do. Internal names never reach message
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Callable, Iterable
@@ -44,15 +45,31 @@ def import_root(path: Path) -> Path:
 
 
 class LoadedModule:
-    """A module read from disk (or an editor buffer): its symbols, or why it has none."""
+    """A module read from disk (or an editor buffer): its symbols, or why it has none.
+    `digest` identifies the content that was analysed (for the cache)."""
 
-    __slots__ = ("path", "source", "symbols", "error")
+    __slots__ = ("path", "source", "symbols", "error", "digest", "name")
 
-    def __init__(self, path: Path, source: SourceFile | None, symbols: ModuleSymbols | None, error: Finding | None):
+    def __init__(
+        self,
+        path: Path,
+        source: SourceFile | None,
+        symbols: ModuleSymbols | None,
+        error: Finding | None,
+        digest: str = "",
+        name: str = "",
+    ):
         self.path = path
         self.source = source
         self.symbols = symbols
         self.error = error
+        self.digest = digest
+        self.name = name  # internal module name
+
+
+def content_digest(content: bytes | str) -> str:
+    data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def load_source(path: Path, display: str, content: bytes | str | None = None) -> SourceFile:
@@ -61,6 +78,10 @@ def load_source(path: Path, display: str, content: bytes | str | None = None) ->
         content = path.read_bytes()
     text = decode_source(content) if isinstance(content, bytes) else content
     return SourceFile(os.fspath(path), display, text)
+
+
+def read_content(path: Path, overlay: bytes | str | None = None) -> bytes | str:
+    return path.read_bytes() if overlay is None else overlay
 
 
 class Project:
@@ -116,23 +137,26 @@ class Project:
         if loaded is not None:
             return loaded
         display = display or display_path(key, self.base)
+        content = read_content(key, self.overlays.get(key))
+        digest = content_digest(content)
+        root = import_root(key)
+        name, package = self._module_name(key, root)
         try:
-            source = load_source(key, display, self.overlays.get(key))
+            source = load_source(key, display, content)
         except DecodeError as exc:
             placeholder = SourceFile(os.fspath(key), display, "")
-            loaded = LoadedModule(key, None, None, parse_error(placeholder, exc.message, exc.line, exc.column))
+            error = parse_error(placeholder, exc.message, exc.line, exc.column)
+            loaded = LoadedModule(key, None, None, error, digest, name)
             self._by_path[key] = loaded
             return loaded
         tree = parse(source)
         if isinstance(tree, Finding):
-            loaded = LoadedModule(key, source, None, tree)
+            loaded = LoadedModule(key, source, None, tree, digest, name)
         else:
-            root = import_root(key)
-            name, package = self._module_name(key, root)
             symbols = ModuleSymbols(
                 name, source, tree, package, lambda target: self._internal_import(target, root), self._defines
             )
-            loaded = LoadedModule(key, source, symbols, None)
+            loaded = LoadedModule(key, source, symbols, None, digest, name)
         self._by_path[key] = loaded
         return loaded
 

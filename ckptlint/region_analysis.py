@@ -25,7 +25,7 @@ class RegionAnalysis:
 
     def region_effects(self, call: CheckpointCall) -> list[Effect]:
         """Everything the call's region does, each with the chain of calls that reaches it."""
-        cached = self._by_call.get(id(call))
+        cached = self._by_call.get(id(call.node))  # the node lives as long as its module
         if cached is not None:
             return cached
         found: list[Effect] = []
@@ -35,7 +35,7 @@ class RegionAnalysis:
                 if effect.key not in seen:
                     seen.add(effect.key)
                     found.append(effect)
-        self._by_call[id(call)] = found
+        self._by_call[id(call.node)] = found
         return found
 
     def _entry_effects(self, entry: RegionEntry | RunningStatsRegion, call: CheckpointCall) -> list[Effect]:

@@ -116,6 +116,11 @@ class ModuleSymbols:
         # whether a project module defines a name (for `from module import *`)
         self.defines = defines or (lambda module, name: False)
         self.star_imports: list[str] = []
+        # modules the import statements name (internal names), for dependency tracking; a plain
+        # `import a.b` makes every `a.*` reachable through attributes, so `a` is also a prefix
+        self.imported: list[str] = []
+        self.imported_prefixes: list[str] = []
+        self.checkpoint_names = None  # set by CallFinder: the names this module adds (prefilter.Names)
         self.source = source
         self.tree = tree
         # The package relative imports start from: the module itself for __init__ files.
@@ -340,6 +345,9 @@ class _ScopeBuilder:
             return
         if isinstance(node, ast.Import):
             for alias in node.names:
+                symbols.imported.append(symbols.import_name(alias.name))
+                if not alias.asname:
+                    symbols.imported_prefixes.append(symbols.import_name(alias.name.partition(".")[0]))
                 if alias.asname:
                     self.bind(scope, alias.asname, IMPORT, node, in_handler, target=symbols.import_name(alias.name))
                 else:
@@ -350,12 +358,16 @@ class _ScopeBuilder:
             base = symbols.resolve_relative(node.module, node.level or 0)
             if base and not node.level:
                 base = symbols.import_name(base)
+            if base:
+                symbols.imported.append(base)
             for alias in node.names:
                 if alias.name == "*":
                     if base:
                         symbols.star_imports.append(base)
                     continue
                 target = f"{base}.{alias.name}" if base else None
+                if target:
+                    symbols.imported.append(target)
                 self.bind(scope, alias.asname or alias.name, IMPORT, node, in_handler, target=target)
             return
         if isinstance(node, ast.Global):

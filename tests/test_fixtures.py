@@ -18,7 +18,7 @@ CASES = RECOGNITION_CASES + fixture_files(FIXTURES / "bad") + fixture_files(FIXT
 
 def _lint(path: Path, project: bool = True):
     config = load_config(find_config(path), REPO)
-    linter = Linter(config, base=REPO)
+    linter = Linter(config, base=REPO, want_calls=True)
     return linter.lint_paths([path], project_root=FIXTURES if project else None)
 
 
@@ -38,7 +38,7 @@ def test_fixture_findings_in_process(path: Path) -> None:
 def test_fixture_calls_in_process(path: Path) -> None:
     _, expected_calls = expectations(path)
     result = _lint(path)
-    actual = {(c.api.name, c.line, c.column) for c in result.calls if c.path == _relative(path)}
+    actual = {(c["api"], c["line"], c["column"]) for c in result.calls if c["path"] == _relative(path)}
     assert actual == expected_calls
 
 

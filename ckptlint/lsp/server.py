@@ -49,6 +49,12 @@ class CkptlintServer(LanguageServer):
         encoding = self.workspace.position_encoding or "utf-16"
         return getattr(encoding, "value", encoding)  # an enum member: its str() is its name
 
+    def cache_dir(self, config) -> Path | None:  # noqa: ANN001
+        from ckptlint.cache import CACHE_DIR_NAME
+
+        override = os.environ.get("CKPTLINT_CACHE_DIR")
+        return Path(override) if override else (config.root if config.path is not None else self.root) / CACHE_DIR_NAME
+
     @property
     def root(self) -> Path:
         root = self.workspace.root_path
@@ -71,7 +77,7 @@ class CkptlintServer(LanguageServer):
         except ConfigError as exc:
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"ckptlint: {exc}"))
             config = Config(root=self.root)
-        linter = Linter(config, overlays=overlays, base=self.root)
+        linter = Linter(config, overlays=overlays, base=self.root, want_fixes=True, cache_dir=self.cache_dir(config))
         project_root = project_root_for(config, [path]) or self.root
         result = linter.lint_files([path], project_root=project_root)
         own = display_path(path, self.root)

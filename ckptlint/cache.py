@@ -1,0 +1,97 @@
+"""The result cache: each file's raw findings, kept until something they depend on changes.
+
+One JSON index per configuration under `.ckptlint_cache/<version>/` in the project root
+(or `--cache-dir`). An entry holds a file's content digest, its raw findings (including
+those it causes in other files through its regions), the names it adds for checkpoint
+APIs, and the digest of every module its result depends on (worker.py says which). An entry
+is used when none of those changed; the run's checker also drops entries that a new or
+removed module, or a newly derived API name, could change (engine.py).
+
+JSON, not pickle: a cache directory can come from anywhere (a checked-out repository), and
+loading it must never run code. A corrupt or foreign index is ignored and rewritten. Writes
+go to a temporary file and are renamed into place, so a concurrent run (an editor and
+pre-commit) reads either the old index or the new one. Stat data (size, modification time)
+lets an unchanged file skip being read and hashed, as in git.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ckptlint import __version__
+
+CACHE_DIR_NAME = ".ckptlint_cache"
+FORMAT = 1
+_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by ckptlint.\n"
+
+
+def cache_key(*parts: Any) -> str:
+    """A digest of everything that changes results besides the files themselves."""
+    text = json.dumps([FORMAT, __version__, sys.version_info[:2], *parts], default=repr, sort_keys=True)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+@dataclass
+class Index:
+    """What one run leaves for the next."""
+
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # absolute path -> entry
+    stats: dict[str, list] = field(default_factory=dict)  # absolute path -> [size, mtime_ns, digest]
+    names: list[list[str]] = field(default_factory=lambda: [[], []])  # the run's final names
+    files: list[str] = field(default_factory=list)  # the project's files
+
+
+class Cache:
+    def __init__(self, directory: Path, key: str):
+        self.directory = directory
+        self.path = directory / __version__ / f"{key}.json"
+
+    def load(self) -> Index:
+        try:
+            data = json.loads(self.path.read_bytes())
+            if data.get("format") != FORMAT:
+                return Index()
+            return Index(data["entries"], data["stats"], data["names"], data["files"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return Index()
+
+    def save(self, index: Index) -> None:
+        """Write atomically; a cache that cannot be written is silently skipped."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _mark(self.directory)
+            data = {"format": FORMAT, "entries": index.entries, "stats": index.stats, "names": index.names, "files": index.files}
+            handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".index-", suffix=".tmp")
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                json.dump(data, stream, separators=(",", ":"))
+            os.replace(temporary, self.path)
+        except OSError:
+            return
+
+
+def _mark(directory: Path) -> None:
+    """A `.gitignore` that ignores the directory itself, and a CACHEDIR.TAG for backup tools."""
+    gitignore = directory / ".gitignore"
+    if not gitignore.exists():
+        gitignore.write_text("# created by ckptlint\n*\n")
+    tag = directory / "CACHEDIR.TAG"
+    if not tag.exists():
+        tag.write_text(_TAG)
+
+
+def clean(directory: Path) -> bool:
+    """Remove a cache directory; True when there was one. Refuses a directory that is not one."""
+    if not directory.is_dir():
+        return False
+    if not (directory / "CACHEDIR.TAG").is_file() or _TAG.splitlines()[0] not in (directory / "CACHEDIR.TAG").read_text():
+        raise OSError(f"{directory} is not a ckptlint cache (no CACHEDIR.TAG); not removing it")
+    shutil.rmtree(directory)
+    return True

@@ -1,0 +1,65 @@
+"""Running the analysis in a process pool, largest files first, or in this process when the
+work is too small to pay for starting workers (about 0.3 s each)."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from typing import Callable
+
+from ckptlint import worker
+from ckptlint.prefilter import Names
+from ckptlint.worker import Outcome, Settings
+
+MIN_FILES_PER_WORKER = 8  # below this, workers cost more than they save
+CHUNK = 6  # files per job: small enough to balance two workers, large enough to share state
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def execute(
+    settings: Settings,
+    names: Names,
+    roots: list[str],
+    analyse: list[str],
+    syntax_only: list[str],
+    jobs: int,
+    size: Callable[[str], int],
+) -> list[Outcome]:
+    """Outcomes for every file in `analyse` and `syntax_only` (in no particular order)."""
+    analyse = sorted(analyse, key=lambda p: (-size(p), p))
+    workers = min(jobs, len(analyse) // MIN_FILES_PER_WORKER + (1 if syntax_only else 0))
+    if workers <= 1:
+        return _in_process(settings, names, roots, analyse, syntax_only)
+    chunks = [analyse[i : i + CHUNK] for i in range(0, len(analyse), CHUNK)]
+    syntax_chunks = [syntax_only[i : i + 200] for i in range(0, len(syntax_only), 200)]
+    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    outcomes: list[Outcome] = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker.start_process) as pool:
+        futures = [pool.submit(worker.run_job, settings, names, roots, chunk, []) for chunk in chunks]
+        futures += [pool.submit(worker.run_job, settings, names, roots, [], chunk) for chunk in syntax_chunks]
+        for future in futures:
+            outcomes.extend(future.result())
+    return outcomes
+
+
+def _in_process(settings: Settings, names: Names, roots: list[str], analyse: list[str], syntax_only: list[str]) -> list[Outcome]:
+    enabled = gc.isenabled()
+    gc.disable()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, worker.RECURSION_LIMIT))
+    try:
+        return worker.run_job(settings, names, roots, analyse, syntax_only)
+    finally:
+        worker.forget()
+        sys.setrecursionlimit(limit)
+        if enabled:
+            gc.enable()

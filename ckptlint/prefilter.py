@@ -1,0 +1,122 @@
+"""Which files can hold a checkpoint call, decided from their bytes before anything is parsed.
+
+A call is recognised by what its callee denotes, and the callee can only denote a
+checkpoint API through a name: the API's own (`checkpoint`, `_gradient_checkpointing_func`)
+or a name the project binds to it (`ckpt = partial(checkpoint, ...)`, `import ... as ckpt`,
+`self._ckpt = ...`). A checkpointing layer is a class whose bases name a layer class or a
+project subclass of one. So a file that mentions none of those names, as a whole word, holds
+no checkpoint call: it is not parsed unless a region reaches it.
+
+The project's own names are found by analysing the files that do mention a name
+(`derived_names`); the files that mention the new names are then analysed too, until
+nothing new turns up. The same names prune call resolution inside a module: a call whose
+callee mentions none of them is not resolved at all. Extra names only cost time; a missing
+one would lose a call, which is why every binding that resolves to an API adds its name.
+Not followed: an API reached without any name (returned from a function, looked up in a
+dict), as everywhere else in ckptlint.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ckptlint.catalogue import LAYER_CLASS, Catalogue
+
+_CLASS_STATEMENT = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)", re.MULTILINE)
+_WORD = re.compile(rb"\w+")
+
+
+@dataclass
+class Names:
+    """Callee names (`functions`) and base-class names (`classes`) that can mean checkpointing."""
+
+    functions: set[str] = field(default_factory=set)
+    classes: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, catalogue: Catalogue) -> Names:
+        names = cls()
+        for api in catalogue.apis:
+            for qualified in api.names:
+                leaf = qualified.rpartition(".")[2]
+                (names.classes if api.region_kind == LAYER_CLASS else names.functions).add(leaf)
+        return names
+
+    def copy(self) -> Names:
+        return Names(set(self.functions), set(self.classes))
+
+    def update(self, other: Names) -> Names:
+        """Add `other`; return what was new."""
+        new = Names(other.functions - self.functions, other.classes - self.classes)
+        self.functions |= new.functions
+        self.classes |= new.classes
+        return new
+
+    def function_pattern(self) -> re.Pattern[str] | None:
+        """A regex for any function name as a whole word (rebuilt when names were added)."""
+        key = len(self.functions)
+        cached = getattr(self, "_pattern", None)
+        if cached is None or cached[0] != key:
+            words = sorted(self.functions, key=lambda n: (-len(n), n))
+            pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")\b") if words else None
+            cached = (key, pattern)
+            self._pattern = cached
+        return cached[1]
+
+    def __bool__(self) -> bool:
+        return bool(self.functions or self.classes)
+
+    def mentioned_in_callee(self, callee: ast.expr) -> bool:
+        """Whether a callee expression uses one of the function names (so it may resolve)."""
+        functions = self.functions
+        for node in ast.walk(callee):
+            if isinstance(node, ast.Name):
+                if node.id in functions:
+                    return True
+            elif isinstance(node, ast.Attribute) and node.attr in functions:
+                return True
+        return False
+
+    def mentioned_in_bases(self, bases: Iterable[ast.expr]) -> bool:
+        classes = self.classes
+        for base in bases:
+            for node in ast.walk(base):
+                if (isinstance(node, ast.Name) and node.id in classes) or (isinstance(node, ast.Attribute) and node.attr in classes):
+                    return True
+        return False
+
+
+class ByteFilter:
+    """`wants(data)`: may this file hold a checkpoint call or layer class, by `names`?"""
+
+    def __init__(self, names: Names):
+        self._functions = _words(names.functions)
+        self._classes = frozenset(name.encode() for name in names.classes)
+
+    def wants(self, data: bytes) -> bool:
+        return self.mentions_function(data) or self.subclasses(data)
+
+    def mentions_function(self, data: bytes) -> bool:
+        return self._functions is not None and self._functions.search(data) is not None
+
+    def subclasses(self, data: bytes) -> bool:
+        if not self._classes or b"class" not in data:
+            return False
+        for match in _CLASS_STATEMENT.finditer(data):
+            if any(word in self._classes for word in _WORD.findall(match.group(1))):
+                return True
+        return False
+
+
+def _words(names: Iterable[str]) -> re.Pattern[bytes] | None:
+    names = sorted(names, key=lambda n: (-len(n), n))
+    if not names:
+        return None
+    return re.compile(rb"\b(?:" + b"|".join(re.escape(name.encode()) for name in names) + rb")\b")
+
+
+def leaf(dotted: str) -> str:
+    return dotted.rpartition(".")[2]

@@ -1,0 +1,248 @@
+"""One process's share of a run: analyse files and say, for each, its raw findings, the names
+it adds for checkpoint APIs, and which modules its result depends on.
+
+The analysis state (parsed modules, type and effect memos) is shared by the files one
+process analyses, so a block module reached from forty models is parsed once; it is
+dropped when it grows past `MAX_MODULES`, which bounds memory. Findings do not depend on
+which files shared a state: every memo is a function of the modules it read.
+
+A file's result depends on the modules its analysis could have read: those reachable from
+it through import statements, among the modules this state loaded (a module the state never
+loaded cannot have influenced anything). That set, with each module's content digest, is
+what the cache checks on the next run.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ckptlint.analysis import Analysis
+from ckptlint.calls import CallFinder
+from ckptlint.catalogue import DEFAULT_CATALOGUE
+from ckptlint.classes import ClassIndex
+from ckptlint.config import Config
+from ckptlint.discovery import ExcludeMatcher
+from ckptlint.finding import Finding
+from ckptlint.prefilter import Names
+from ckptlint.project import LoadedModule, Project, content_digest, display_path, load_source, read_content
+from ckptlint.region_analysis import RegionAnalysis
+from ckptlint.rules import ALL_RULES
+from ckptlint.source import DecodeError, SourceFile
+from ckptlint.syntax import parse, parse_error
+
+MAX_MODULES = 500  # loaded modules before the state is dropped (about 300 MB)
+RECURSION_LIMIT = 6000
+ISSUES_URL = "https://github.com/ckptlint/ckptlint/issues"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a worker needs to analyse like the parent would (picklable, hashable)."""
+
+    config: Config
+    base: str
+    rules: tuple[str, ...]  # codes of the rules to run
+    want_fixes: bool = False
+    want_calls: bool = False
+    overlays: tuple[tuple[str, bytes | str], ...] = ()
+
+
+@dataclass
+class Outcome:
+    """What one file's analysis produced."""
+
+    path: str  # absolute
+    digest: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    names: Names = field(default_factory=Names)
+    dependencies: dict[str, str] = field(default_factory=dict)  # absolute path -> digest
+    imports: tuple[str, ...] = ()  # module names the dependencies import (for new files)
+    calls: list[dict] = field(default_factory=list)
+    unreadable: str | None = None  # the OSError, for a file that could not be read
+    internal_error: str | None = None
+    analysed: bool = False  # False: only parsed (a named file that cannot hold a call)
+
+
+class Analyzer:
+    """The analysis state of one process, for one set of settings."""
+
+    def __init__(self, settings: Settings, names: Names):
+        self.settings = settings
+        self.base = Path(settings.base)
+        self.names = names.copy()
+        self.rules = [rule for rule in ALL_RULES if rule.code in settings.rules]
+        self._fresh_state()
+
+    def _fresh_state(self) -> None:
+        config = self.settings.config
+        overlays = {Path(path): text for path, text in self.settings.overlays}
+        self.project = Project(is_excluded=ExcludeMatcher(config.all_excludes, config.root), overlays=overlays, base=self.base)
+        catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
+        classes = ClassIndex(self.project)
+        self.finder = CallFinder(self.project, catalogue, classes, self.names)
+        self.regions = RegionAnalysis(self.project, classes)
+        self.fix_builder = None
+        if self.settings.want_fixes:
+            from ckptlint.cst_fixes import FixBuilder
+
+            self.fix_builder = FixBuilder()
+
+    def add_roots(self, roots: list[str]) -> None:
+        for root in roots:
+            self.project.add_root(Path(root))
+
+    def analyse(self, path: str) -> Outcome:
+        outcome = Outcome(path)
+        try:
+            loaded = self.project.load(Path(path), display_path(path, self.base))
+        except OSError as exc:
+            outcome.unreadable = exc.strerror or str(exc)
+            return outcome
+        outcome.digest = loaded.digest
+        outcome.analysed = True
+        try:
+            outcome.findings = self._findings(loaded, outcome)
+        except RecursionError:
+            outcome.findings = [_too_deep(loaded)]
+            self.reset()
+        except Exception:  # noqa: BLE001 - one file's bug must not lose the others' findings
+            outcome.internal_error = traceback.format_exc(limit=-4)
+            self.reset()
+            return outcome
+        outcome.dependencies, outcome.imports = dependencies(self.project, loaded)
+        if len(self.project.loaded()) > MAX_MODULES:
+            self.reset()
+        return outcome
+
+    def _findings(self, loaded: LoadedModule, outcome: Outcome) -> list[Finding]:
+        if loaded.error is not None:
+            return [loaded.error]
+        symbols = loaded.symbols
+        assert symbols is not None
+        calls = self.finder.checkpoint_calls(symbols)
+        outcome.names = symbols.checkpoint_names
+        analysis = Analysis(symbols, self.regions, calls, self.fix_builder)
+        findings: list[Finding] = []
+        for rule in self.rules:
+            findings.extend(rule.check(analysis))
+        if self.settings.want_calls:
+            from ckptlint.call_report import describe_call
+
+            outcome.calls = [describe_call(call) for call in calls]
+        return findings
+
+    def reset(self) -> None:
+        """Drop every parsed module and memo (after an error, or to bound memory)."""
+        roots = list(self.project.roots)
+        self._fresh_state()
+        for root in roots:
+            self.project.add_root(root)
+        gc.collect()
+
+
+def check_syntax(path: str, settings: Settings) -> Outcome:
+    """For a named file that cannot hold a checkpoint call: only whether it parses (CKP000)."""
+    outcome = Outcome(path)
+    overlays = dict(settings.overlays)
+    try:
+        content = read_content(Path(path), overlays.get(path))
+    except OSError as exc:
+        outcome.unreadable = exc.strerror or str(exc)
+        return outcome
+    outcome.digest = content_digest(content)
+    outcome.dependencies = {path: outcome.digest}
+    display = display_path(path, Path(settings.base))
+    try:
+        source = load_source(Path(path), display, content)
+    except DecodeError as exc:
+        outcome.findings = [parse_error(SourceFile(path, display, ""), exc.message, exc.line, exc.column)]
+        return outcome
+    tree = parse(source)
+    if isinstance(tree, Finding):
+        outcome.findings = [tree]
+    return outcome
+
+
+def dependencies(project: Project, loaded: LoadedModule) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Modules reachable from `loaded` through imports, among those loaded, with digests; and
+    every module name they import (a new file with one of those names changes the result)."""
+    by_name: dict[str, LoadedModule] = {}
+    for module in project.loaded():
+        if module.name:
+            by_name[module.name] = module
+    seen = {loaded.path: loaded}
+    imported: set[str] = set()
+    stack = [loaded]
+    while stack:
+        module = stack.pop()
+        symbols = module.symbols
+        if symbols is None:
+            continue
+        names = [*symbols.imported, *symbols.star_imports]
+        imported.update(names)
+        reached: list[LoadedModule] = []
+        for name in names:
+            parts = name.split(".")
+            for cut in range(len(parts), 0, -1):
+                found = by_name.get(".".join(parts[:cut]))
+                if found is not None:
+                    reached.append(found)
+        for prefix in symbols.imported_prefixes:
+            dotted = prefix + "."
+            reached.extend(m for n, m in by_name.items() if n == prefix or n.startswith(dotted))
+        for module in reached:
+            if module.path not in seen:
+                seen[module.path] = module
+                stack.append(module)
+    digests = {os.fspath(path): module.digest for path, module in seen.items()}
+    return digests, tuple(sorted({external_name(name) for name in imported}))
+
+
+def external_name(name: str) -> str:
+    """`train@1.blocks` -> `train.blocks`: the name as Python spells it (see project.py)."""
+    head, dot, rest = name.partition(".")
+    return head.partition("@")[0] + dot + rest
+
+
+def _too_deep(loaded: LoadedModule) -> Finding:
+    assert loaded.source is not None
+    return parse_error(
+        loaded.source,
+        "cannot analyse file: expressions are nested more deeply than ckptlint follows, so nothing in it was checked",
+    )
+
+
+# -- process entry points ----------------------------------------------------------------
+
+_ANALYZER: Analyzer | None = None
+
+
+def start_process() -> None:
+    """Pool initializer: the cyclic collector costs a third of the time on millions of AST
+    nodes that live until the state is dropped, where `reset` collects explicitly."""
+    gc.disable()
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
+
+
+def run_job(settings: Settings, names: Names, roots: list[str], analyse: list[str], syntax_only: list[str]) -> list[Outcome]:
+    """Analyse `analyse` and check the syntax of `syntax_only`, in this process."""
+    global _ANALYZER
+    if _ANALYZER is None or _ANALYZER.settings != settings:
+        _ANALYZER = Analyzer(settings, names)
+    else:
+        _ANALYZER.names.update(names)
+    _ANALYZER.add_roots(roots)
+    outcomes = [_ANALYZER.analyse(path) for path in analyse]
+    outcomes.extend(check_syntax(path, settings) for path in syntax_only)
+    return outcomes
+
+
+def forget() -> None:
+    """Drop this process's analysis state (the in-process runner calls it after a run)."""
+    global _ANALYZER
+    _ANALYZER = None
