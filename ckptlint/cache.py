@@ -71,7 +71,7 @@ class Cache:
             data = {"format": FORMAT, "entries": index.entries, "stats": index.stats, "names": index.names, "files": index.files}
             handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".index-", suffix=".tmp")
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump(data, stream, separators=(",", ":"))
+                stream.write(json.dumps(data, separators=(",", ":")))  # dumps: the C encoder
             os.replace(temporary, self.path)
         except OSError:
             return

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterator
 
+from ckptlint.syntax import walk
 from ckptlint.project import Project
 from ckptlint.symbols import CLASSDEF, FUNCTION, ModuleSymbols, Scope
 
@@ -62,7 +63,7 @@ class ClassInfo:
             receiver = method.first_parameter()
             if receiver is None or _is_static(method.node):
                 continue
-            for node in ast.walk(method.node):
+            for node in walk(method.node):
                 for target, value, augmented, unpack in _assignment_targets(node):
                     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver:
                         assignment = AttributeAssignment(target.attr, node, value, method, augmented, unpack)

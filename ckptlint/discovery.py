@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -34,19 +35,19 @@ class ExcludeMatcher:
     """gitignore-like globs: `build` matches any component, `src/gen/*.py` a relative path."""
 
     def __init__(self, patterns: Iterable[str], root: Path):
+        patterns = list(patterns)
         self.root = Path(os.path.abspath(root))
         self.component_patterns = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
         self.path_patterns = [p.strip("/") for p in patterns if "/" in p.rstrip("/")]
+        # fnmatch's own translation, joined: one regex match per component instead of one per pattern
+        self._component = _any_of(self.component_patterns)
+        self._path = _any_of([*self.path_patterns, *(p + "/*" for p in self.path_patterns)])
 
     def __call__(self, path: Path) -> bool:
         relative = self._relative(Path(os.path.abspath(path)))
-        if any(fnmatch.fnmatchcase(part, pattern) for part in relative.parts for pattern in self.component_patterns):
+        if self._component is not None and any(self._component.match(part) for part in relative.parts):
             return True
-        text = relative.as_posix()
-        return any(
-            fnmatch.fnmatchcase(text, pattern) or fnmatch.fnmatchcase(text, pattern + "/*")
-            for pattern in self.path_patterns
-        )
+        return self._path is not None and self._path.match(relative.as_posix()) is not None
 
     def _relative(self, absolute: Path) -> Path:
         """Only components below the configuration root (or the working directory) count:
@@ -57,6 +58,10 @@ class ExcludeMatcher:
             except ValueError:
                 continue
         return Path(absolute.name)
+
+
+def _any_of(globs: list[str]) -> re.Pattern[str] | None:
+    return re.compile("|".join(f"(?:{fnmatch.translate(glob)})" for glob in globs)) if globs else None
 
 
 def discover(paths: Iterable[Path], is_excluded: ExcludeMatcher, force_exclude: bool = False) -> Discovered:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 from ckptlint import torch_api
+from ckptlint.syntax import child_nodes, walk
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.inference import TypeInference, display_name
 from ckptlint.mutability import Mutability, lazy_initialised_names
@@ -363,7 +364,7 @@ class FunctionInterpreter:
                 elif isinstance(target, ast.Attribute):
                     self.mutate(self.eval(target.value), target, f"`del .{target.attr}` on")
         elif isinstance(node, (ast.Raise, ast.Assert)):
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 if isinstance(child, ast.expr):
                     self.eval(child)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -455,7 +456,7 @@ class FunctionInterpreter:
         if method is not None:
             return method(node)
         volatile: set[Volatility] = set()
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if isinstance(child, ast.expr):
                 volatile |= self.eval(child).volatile
         return Value(volatile=frozenset(volatile))
@@ -677,7 +678,7 @@ class FunctionInterpreter:
     def local_function(self, node: ast.AST) -> FunctionType:
         """A function defined in the region: it sees the current values of the names it uses."""
         scope = self.module.scope_of[id(node)]
-        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} | scope.nonlocals
+        used = {n.id for n in walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} | scope.nonlocals
         free = {name: value for name, value in self.closure.items() if name in used and name not in scope.bindings}
         free.update((name, value) for name, value in self.env.items() if name in used and name not in scope.bindings)
         function = self.inference.function(self.module, scope, bound=sorted(free.items(), key=lambda item: item[0]))
@@ -993,7 +994,7 @@ def _is_memo_check(node: ast.If) -> bool:
     return container is not None and any(
         isinstance(target, ast.Subscript) and _dotted(target.value) == container
         for statement in node.body
-        for child in ast.walk(statement)
+        for child in walk(statement)
         if isinstance(child, ast.Assign)
         for target in child.targets
     )

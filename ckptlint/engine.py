@@ -154,6 +154,7 @@ class _Run:
         self.outcomes: dict[str, Outcome] = {}
         self.analysed_with: dict[str, Names] = {}  # names a fresh analysis ran with
         self.problems: list[PathProblem] = []
+        self._filters: dict[tuple[frozenset, frozenset], ByteFilter] = {}
 
     def execute(self) -> LintResult:
         names = self._starting_names()
@@ -176,11 +177,18 @@ class _Run:
                     names.update(outcome.names)
             if names == snapshot:
                 break
-        self.candidates = [p for p in self.files if self._wants(p, ByteFilter(names), names == previous)]
+        final_filter, same = ByteFilter(names), names == previous
+        self.candidates = [p for p in self.files if self._wants(p, final_filter, same)]
         result = self._merge()
-        if self.cache is not None:
+        if self.cache is not None and self._changed(names, previous):
             self._save(names)
         return result
+
+    def _changed(self, names: Names, previous: Names) -> bool:
+        """Whether the index would differ: something analysed, read, added or removed."""
+        if self.outcomes or names != previous or set(self.files) != set(self.index.files):
+            return True
+        return self.workspace.stats() != self.index.stats
 
     # -- selection and the cache ------------------------------------------------
 
@@ -219,8 +227,12 @@ class _Run:
         return bool(gained) and self._mentions(path, gained)
 
     def _mentions(self, path: str, names: Names) -> bool:
+        key = (frozenset(names.functions), frozenset(names.classes))
+        byte_filter = self._filters.get(key)
+        if byte_filter is None:
+            byte_filter = self._filters[key] = ByteFilter(names)
         data = self.workspace.data(path)
-        return data is not None and ByteFilter(names).wants(data)
+        return data is not None and byte_filter.wants(data)
 
     def _syntax_cached(self, path: str) -> bool:
         if path in self.outcomes:

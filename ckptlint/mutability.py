@@ -13,6 +13,7 @@ import ast
 from typing import Iterator
 
 from ckptlint import torch_api
+from ckptlint.syntax import walk
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.symbols import ASSIGN, MODULE, OTHER, UNPACK, ModuleSymbols
 
@@ -62,7 +63,7 @@ class FunctionFacts:
         self.called_names: set[str] = set()
         self.registered: set[str] = set()
         lazy: set[str] = set()
-        for node in ast.walk(function):
+        for node in walk(function):
             for root, how in _written_roots(node):
                 self.writes.append((node, root, how))
             if isinstance(node, ast.Call):
@@ -80,9 +81,9 @@ class FunctionFacts:
                 lazy.update(_tested_for_none_or_truth(node.test))
                 if isinstance(node, ast.If):
                     # memoisation: `if key != _loaded: _fn = load(key); _loaded = key` re-runs only on a new key
-                    tested = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+                    tested = {n.id for n in walk(node.test) if isinstance(n, ast.Name)}
                     assigned = {
-                        t.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Assign) for t in _names(n.targets)
+                        t.id for stmt in node.body for n in walk(stmt) if isinstance(n, ast.Assign) for t in _names(n.targets)
                     }
                     if tested & assigned:
                         lazy.update(assigned)

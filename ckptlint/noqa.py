@@ -21,6 +21,7 @@ from ckptlint.source import SourceFile
 _CODES = r"[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*"
 NOQA = re.compile(rf"#\s*noqa(?::[\s]?(?P<codes>{_CODES}))?", re.IGNORECASE)
 FILE_NOQA = re.compile(rf"#\s*ckptlint\s*:\s*noqa(?::[\s]?(?P<codes>{_CODES}))?\s*$", re.IGNORECASE)
+_MENTIONS_NOQA = re.compile("noqa", re.IGNORECASE)
 ALL = None  # a bare noqa: every code
 
 
@@ -81,6 +82,8 @@ def _codes(match: re.Match[str]) -> tuple[str, ...] | None:
 
 def suppressions_for(source: SourceFile) -> Suppressions:
     result = Suppressions()
+    if not _MENTIONS_NOQA.search(source.text):
+        return result  # most files: no need to tokenize
     comments: list[tuple[int, int, str]] = []
     logical_ranges: list[tuple[int, int]] = []
     try:

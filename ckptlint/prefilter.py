@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ckptlint.catalogue import LAYER_CLASS, Catalogue
+from ckptlint.syntax import walk
 
 _CLASS_STATEMENT = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)", re.MULTILINE)
 _WORD = re.compile(rb"\w+")
@@ -72,7 +73,16 @@ class Names:
     def mentioned_in_callee(self, callee: ast.expr) -> bool:
         """Whether a callee expression uses one of the function names (so it may resolve)."""
         functions = self.functions
-        for node in ast.walk(callee):
+        node = callee
+        while True:  # the common shapes, `f` and `a.b.f`, without a walk
+            if node.__class__ is ast.Name:
+                return node.id in functions  # type: ignore[attr-defined]
+            if node.__class__ is not ast.Attribute:
+                break
+            if node.attr in functions:  # type: ignore[attr-defined]
+                return True
+            node = node.value  # type: ignore[attr-defined]
+        for node in walk(node):
             if isinstance(node, ast.Name):
                 if node.id in functions:
                     return True
@@ -83,7 +93,7 @@ class Names:
     def mentioned_in_bases(self, bases: Iterable[ast.expr]) -> bool:
         classes = self.classes
         for base in bases:
-            for node in ast.walk(base):
+            for node in walk(base):
                 if (isinstance(node, ast.Name) and node.id in classes) or (isinstance(node, ast.Attribute) and node.attr in classes):
                     return True
         return False

@@ -48,7 +48,7 @@ class LoadedModule:
     """A module read from disk (or an editor buffer): its symbols, or why it has none.
     `digest` identifies the content that was analysed (for the cache)."""
 
-    __slots__ = ("path", "source", "symbols", "error", "digest", "name")
+    __slots__ = ("path", "source", "symbols", "error", "digest", "name", "edges")
 
     def __init__(
         self,
@@ -65,6 +65,7 @@ class LoadedModule:
         self.error = error
         self.digest = digest
         self.name = name  # internal module name
+        self.edges: tuple[str, ...] | None = None  # module names its code can reach (worker.py)
 
 
 def content_digest(content: bytes | str) -> str:
@@ -99,6 +100,7 @@ class Project:
         self.overlays = {self._key(p): text for p, text in (overlays or {}).items()}
         self.base = base or Path.cwd()
         self._by_path: dict[Path, LoadedModule] = {}
+        self.by_name: dict[str, LoadedModule] = {}  # loaded modules by internal name
         self._path_by_name: dict[str, Path | None] = {}
         self._top_level: dict[Path, frozenset[str]] = {}  # names importable from each root
         self._head_index: dict[str, Path] | None = None  # internal top-level name -> root
@@ -148,6 +150,7 @@ class Project:
             error = parse_error(placeholder, exc.message, exc.line, exc.column)
             loaded = LoadedModule(key, None, None, error, digest, name)
             self._by_path[key] = loaded
+            self.by_name.setdefault(name, loaded)
             return loaded
         tree = parse(source)
         if isinstance(tree, Finding):
@@ -158,10 +161,27 @@ class Project:
             )
             loaded = LoadedModule(key, source, symbols, None, digest, name)
         self._by_path[key] = loaded
+        self.by_name.setdefault(name, loaded)
         return loaded
 
     def loaded(self) -> list[LoadedModule]:
         return list(self._by_path.values())
+
+    def release(self) -> None:
+        """Break the reference cycles between modules, scopes and this project, so that
+        dropping a state frees its trees by reference counting, without a costly collection."""
+        for loaded in self._by_path.values():
+            symbols = loaded.symbols
+            if symbols is None:
+                continue
+            for scope in symbols.iter_scopes():
+                scope.parent = None
+                scope.bindings = {}
+            for scope in list(symbols.iter_scopes()):
+                scope.children = []
+            symbols.import_name = symbols.defines = None  # type: ignore[assignment]
+        self._by_path.clear()
+        self.by_name.clear()
 
     def module_named(self, name: str) -> ModuleSymbols | None:
         """The project module with this dotted name, parsed on first use; None outside the project."""

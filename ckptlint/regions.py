@@ -13,6 +13,7 @@ import ast
 from dataclasses import dataclass, replace
 
 from ckptlint import torch_api
+from ckptlint.syntax import walk
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULE, MODULES
 from ckptlint.classes import ClassIndex
@@ -159,7 +160,7 @@ class RegionResolver:
         for function in function_types:
             module: ModuleSymbols = function.module  # type: ignore[assignment]
             scope = module.scope_of[id(function.node)]
-            for node in ast.walk(function.node):
+            for node in walk(function.node):
                 for class_expr in _tested_classes(node, module, scope):
                     for item in self.inference.types(class_expr, module, scope):
                         name = getattr(item, "name", None)

@@ -14,6 +14,7 @@ import builtins
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from ckptlint.syntax import child_nodes
 from ckptlint.source import SourceFile
 
 MODULE = "module"
@@ -415,7 +416,7 @@ class _ScopeBuilder:
         elif isinstance(node, ast.MatchMapping):
             if node.rest:
                 self.bind(scope, node.rest, OTHER, node, in_handler)
-        self.push_all([child for child in ast.iter_child_nodes(node) if not isinstance(child, _LEAVES)], scope, in_handler)
+        self.push_all([child for child in child_nodes(node) if not isinstance(child, _LEAVES)], scope, in_handler)
 
     @staticmethod
     def signature_expressions(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:

@@ -46,3 +46,51 @@ def parse(source: SourceFile) -> ast.Module | Finding:
 
 def _python_version() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+# -- fast traversal ------------------------------------------------------------------------
+# `ast.walk` and `ast.iter_child_nodes` go through generic `iter_fields` for every node; the
+# analysis visits millions of nodes, so each node class gets a generated function that
+# appends its children directly (about 1.5x faster). Order is `ast.iter_child_nodes`'s.
+
+_SCALAR_FIELDS = frozenset({"id", "attr", "arg", "asname", "level", "module", "kind", "type_comment", "conversion", "is_async", "simple", "tag"})
+_APPENDERS: dict[type, object] = {}
+
+
+def _appender(cls: type):  # noqa: ANN202
+    fields = [name for name in cls._fields if name not in _SCALAR_FIELDS]  # type: ignore[attr-defined]
+    if cls in (ast.Constant, ast.Global, ast.Nonlocal):
+        fields = []
+    lines = ["def append_children(node, out):", "    pass"]
+    for name in fields:
+        lines += [
+            f"    value = getattr(node, {name!r}, None)",
+            "    if value.__class__ is list:",
+            "        out.extend([item for item in value if isinstance(item, AST)])",
+            "    elif value is not None and isinstance(value, AST):",
+            "        out.append(value)",
+        ]
+    namespace = {"AST": ast.AST}
+    exec("\n".join(lines), namespace)  # noqa: S102 - generated from the node class's field names
+    return namespace["append_children"]
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """The direct children, in field order (as `ast.iter_child_nodes`)."""
+    append = _APPENDERS.get(node.__class__) or _APPENDERS.setdefault(node.__class__, _appender(node.__class__))
+    children: list[ast.AST] = []
+    append(node, children)  # type: ignore[operator]
+    return children
+
+
+def walk(root: ast.AST) -> list[ast.AST]:
+    """Every node under `root` (included), breadth first, as `ast.walk` yields them."""
+    nodes = [root]
+    appenders = _APPENDERS
+    index = 0
+    while index < len(nodes):
+        node = nodes[index]
+        append = appenders.get(node.__class__) or appenders.setdefault(node.__class__, _appender(node.__class__))
+        append(node, nodes)  # type: ignore[operator]
+        index += 1
+    return nodes

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -139,10 +140,10 @@ class Analyzer:
     def reset(self) -> None:
         """Drop every parsed module and memo (after an error, or to bound memory)."""
         roots = list(self.project.roots)
+        self.project.release()
         self._fresh_state()
         for root in roots:
             self.project.add_root(root)
-        gc.collect()
 
 
 def check_syntax(path: str, settings: Settings) -> Outcome:
@@ -171,36 +172,42 @@ def check_syntax(path: str, settings: Settings) -> Outcome:
 def dependencies(project: Project, loaded: LoadedModule) -> tuple[dict[str, str], tuple[str, ...]]:
     """Modules reachable from `loaded` through imports, among those loaded, with digests; and
     every module name they import (a new file with one of those names changes the result)."""
-    by_name: dict[str, LoadedModule] = {}
-    for module in project.loaded():
-        if module.name:
-            by_name[module.name] = module
+    by_name = project.by_name
     seen = {loaded.path: loaded}
     imported: set[str] = set()
     stack = [loaded]
     while stack:
         module = stack.pop()
-        symbols = module.symbols
-        if symbols is None:
-            continue
-        names = [*symbols.imported, *symbols.star_imports]
-        imported.update(names)
-        reached: list[LoadedModule] = []
-        for name in names:
-            parts = name.split(".")
-            for cut in range(len(parts), 0, -1):
-                found = by_name.get(".".join(parts[:cut]))
-                if found is not None:
-                    reached.append(found)
-        for prefix in symbols.imported_prefixes:
-            dotted = prefix + "."
-            reached.extend(m for n, m in by_name.items() if n == prefix or n.startswith(dotted))
-        for module in reached:
-            if module.path not in seen:
-                seen[module.path] = module
-                stack.append(module)
+        edges = module_edges(project, module)
+        imported.update(edges)
+        for name in edges:
+            found = by_name.get(name)
+            if found is not None and found.path not in seen:
+                seen[found.path] = found
+                stack.append(found)
     digests = {os.fspath(path): module.digest for path, module in seen.items()}
     return digests, tuple(sorted({external_name(name) for name in imported}))
+
+
+def module_edges(project: Project, module: LoadedModule) -> tuple[str, ...]:
+    """Every module name the module's code can reach: what its imports name and their
+    packages, and for a plain `import pkg` of the project, each `pkg.a.b` its text spells."""
+    if module.edges is not None:
+        return module.edges
+    symbols = module.symbols
+    names: set[str] = set()
+    if symbols is not None:
+        for name in (*symbols.imported, *symbols.star_imports):
+            parts = name.split(".")
+            names.update(".".join(parts[:cut]) for cut in range(1, len(parts) + 1))
+        for head in set(symbols.imported_prefixes):
+            if project.is_project_name(head):
+                spelled = head.partition("@")[0]
+                for chain in re.findall(rf"\b{re.escape(spelled)}(?:\.\w+)+", symbols.source.text):
+                    parts = [head, *chain.split(".")[1:]]
+                    names.update(".".join(parts[:cut]) for cut in range(1, len(parts) + 1))
+    module.edges = tuple(sorted(names))
+    return module.edges
 
 
 def external_name(name: str) -> str:
