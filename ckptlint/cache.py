@@ -64,15 +64,34 @@ class Cache:
             return Index()
 
     def save(self, index: Index) -> None:
+        data = {"format": FORMAT, "entries": index.entries, "stats": index.stats, "names": index.names, "files": index.files}
+        self._write(self.path, data)
+
+    def load_edges(self) -> dict[str, list]:
+        """path -> [digest, module names its code can reach]: consulted only when files were
+        added or removed, so it lives in its own file, read only then."""
+        try:
+            data = json.loads(self.edges_path.read_bytes())
+            return data["edges"] if data.get("format") == FORMAT and isinstance(data.get("edges"), dict) else {}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+
+    def save_edges(self, edges: dict[str, list]) -> None:
+        self._write(self.edges_path, {"format": FORMAT, "edges": edges})
+
+    @property
+    def edges_path(self) -> Path:
+        return self.path.with_suffix(".edges.json")
+
+    def _write(self, path: Path, data: dict) -> None:
         """Write atomically; a cache that cannot be written is silently skipped."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
             _mark(self.directory)
-            data = {"format": FORMAT, "entries": index.entries, "stats": index.stats, "names": index.names, "files": index.files}
-            handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".index-", suffix=".tmp")
+            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".index-", suffix=".tmp")
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
                 stream.write(json.dumps(data, separators=(",", ":")))  # dumps: the C encoder
-            os.replace(temporary, self.path)
+            os.replace(temporary, path)
         except OSError:
             return
 

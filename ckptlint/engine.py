@@ -155,6 +155,8 @@ class _Run:
         self.analysed_with: dict[str, Names] = {}  # names a fresh analysis ran with
         self.problems: list[PathProblem] = []
         self._filters: dict[tuple[frozenset, frozenset], ByteFilter] = {}
+        self.edges: dict[str, list] | None = None  # path -> [digest, module names], from the cache
+        self.new_edges: dict[str, list] = {}  # the same, from this run's workers
 
     def execute(self) -> LintResult:
         names = self._starting_names()
@@ -169,7 +171,9 @@ class _Run:
             if not todo and not syntax:
                 break
             snapshot = names.copy()
-            for outcome in execute(self.settings, names, self.roots, todo, syntax, self.linter.jobs, self.workspace.size):
+            outcomes, edges = execute(self.settings, names, self.roots, todo, syntax, self.linter.jobs, self.workspace.size)
+            self.new_edges.update(edges)
+            for outcome in outcomes:
                 self._record(outcome, snapshot)
             for path in todo:
                 outcome = self.outcomes.get(path)
@@ -222,9 +226,20 @@ class _Run:
             return True
         if any(self.workspace.digest(dep) != digest for dep, digest in entry["deps"].items()):
             return True
-        if changed_modules and _imports_any(entry.get("imports", ()), changed_modules):
+        if changed_modules and self._may_import(entry["deps"], changed_modules):
             return True
         return bool(gained) and self._mentions(path, gained)
+
+    def _may_import(self, deps: dict[str, str], modules: list[str]) -> bool:
+        """Whether a dependency's code names one of these (new or removed) modules; unknown
+        edges count as yes. The edges table is read only when files were added or removed."""
+        if self.edges is None:
+            self.edges = self.cache.load_edges() if self.cache is not None else {}
+        for dep, digest in deps.items():
+            known = self.new_edges.get(dep) or self.edges.get(dep)
+            if known is None or known[0] != digest or _imports_any(known[1], modules):
+                return True
+        return False
 
     def _mentions(self, path: str, names: Names) -> bool:
         key = (frozenset(names.functions), frozenset(names.classes))
@@ -343,7 +358,6 @@ class _Run:
                     "findings": [f.to_dict() for f in outcome.findings],
                     "names": [sorted(outcome.names.functions), sorted(outcome.names.classes)],
                     "deps": outcome.dependencies,
-                    "imports": list(outcome.imports),
                 }
             elif outcome is not None:
                 entry = {"kind": SYNTAX, "digest": outcome.digest, "findings": [f.to_dict() for f in outcome.findings]}
@@ -355,6 +369,10 @@ class _Run:
             entries[path] = entry
         assert self.cache is not None
         self.cache.save(Index(entries, self.workspace.stats(), [sorted(names.functions), sorted(names.classes)], self.files))
+        if self.new_edges:
+            edges = self.edges if self.edges is not None else self.cache.load_edges()
+            edges.update(self.new_edges)
+            self.cache.save_edges(edges)
 
 
 def _unused_noqa(named_paths: set[str], result: LintResult) -> list[Finding]:

@@ -33,8 +33,9 @@ def execute(
     syntax_only: list[str],
     jobs: int,
     size: Callable[[str], int],
-) -> list[Outcome]:
-    """Outcomes for every file in `analyse` and `syntax_only` (in no particular order)."""
+) -> tuple[list[Outcome], dict[str, list]]:
+    """Outcomes for every file in `analyse` and `syntax_only` (in no particular order), and
+    the import edges of the modules they depend on (see worker.run_job)."""
     analyse = sorted(analyse, key=lambda p: (-size(p), p))
     workers = min(jobs, len(analyse) // MIN_FILES_PER_WORKER + (1 if syntax_only else 0))
     if workers <= 1:
@@ -43,15 +44,20 @@ def execute(
     syntax_chunks = [syntax_only[i : i + 200] for i in range(0, len(syntax_only), 200)]
     context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     outcomes: list[Outcome] = []
+    edges: dict[str, list] = {}
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker.start_process) as pool:
         futures = [pool.submit(worker.run_job, settings, names, roots, chunk, []) for chunk in chunks]
         futures += [pool.submit(worker.run_job, settings, names, roots, [], chunk) for chunk in syntax_chunks]
         for future in futures:
-            outcomes.extend(future.result())
-    return outcomes
+            job_outcomes, job_edges = future.result()
+            outcomes.extend(job_outcomes)
+            edges.update(job_edges)
+    return outcomes, edges
 
 
-def _in_process(settings: Settings, names: Names, roots: list[str], analyse: list[str], syntax_only: list[str]) -> list[Outcome]:
+def _in_process(
+    settings: Settings, names: Names, roots: list[str], analyse: list[str], syntax_only: list[str]
+) -> tuple[list[Outcome], dict[str, list]]:
     enabled = gc.isenabled()
     gc.disable()
     limit = sys.getrecursionlimit()

@@ -164,6 +164,9 @@ class Project:
         self.by_name.setdefault(name, loaded)
         return loaded
 
+    def loaded_at(self, path: str) -> LoadedModule | None:
+        return self._by_path.get(self._key(path))
+
     def loaded(self) -> list[LoadedModule]:
         return list(self._by_path.values())
 

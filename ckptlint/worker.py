@@ -62,7 +62,6 @@ class Outcome:
     findings: list[Finding] = field(default_factory=list)
     names: Names = field(default_factory=Names)
     dependencies: dict[str, str] = field(default_factory=dict)  # absolute path -> digest
-    imports: tuple[str, ...] = ()  # module names the dependencies import (for new files)
     calls: list[dict] = field(default_factory=list)
     unreadable: str | None = None  # the OSError, for a file that could not be read
     internal_error: str | None = None
@@ -77,6 +76,8 @@ class Analyzer:
         self.base = Path(settings.base)
         self.names = names.copy()
         self.rules = [rule for rule in ALL_RULES if rule.code in settings.rules]
+        self.reported: set[str] = set()  # modules whose edges this process has reported
+        self.edges: dict[str, list] = {}  # path -> [digest, module names it can reach], to report
         self._fresh_state()
 
     def _fresh_state(self) -> None:
@@ -115,7 +116,13 @@ class Analyzer:
             outcome.internal_error = traceback.format_exc(limit=-4)
             self.reset()
             return outcome
-        outcome.dependencies, outcome.imports = dependencies(self.project, loaded)
+        outcome.dependencies = dependencies(self.project, loaded)
+        for path in outcome.dependencies:
+            if path not in self.reported:
+                self.reported.add(path)
+                module = self.project.loaded_at(path)
+                if module is not None:
+                    self.edges[path] = [module.digest, sorted({external_name(n) for n in module_edges(self.project, module)})]
         if len(self.project.loaded()) > MAX_MODULES:
             self.reset()
         return outcome
@@ -169,24 +176,19 @@ def check_syntax(path: str, settings: Settings) -> Outcome:
     return outcome
 
 
-def dependencies(project: Project, loaded: LoadedModule) -> tuple[dict[str, str], tuple[str, ...]]:
-    """Modules reachable from `loaded` through imports, among those loaded, with digests; and
-    every module name they import (a new file with one of those names changes the result)."""
+def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
+    """Modules reachable from `loaded` through imports, among those loaded, with digests."""
     by_name = project.by_name
     seen = {loaded.path: loaded}
-    imported: set[str] = set()
     stack = [loaded]
     while stack:
         module = stack.pop()
-        edges = module_edges(project, module)
-        imported.update(edges)
-        for name in edges:
+        for name in module_edges(project, module):
             found = by_name.get(name)
             if found is not None and found.path not in seen:
                 seen[found.path] = found
                 stack.append(found)
-    digests = {os.fspath(path): module.digest for path, module in seen.items()}
-    return digests, tuple(sorted({external_name(name) for name in imported}))
+    return {os.fspath(path): module.digest for path, module in seen.items()}
 
 
 def module_edges(project: Project, module: LoadedModule) -> tuple[str, ...]:
@@ -236,8 +238,11 @@ def start_process() -> None:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
 
 
-def run_job(settings: Settings, names: Names, roots: list[str], analyse: list[str], syntax_only: list[str]) -> list[Outcome]:
-    """Analyse `analyse` and check the syntax of `syntax_only`, in this process."""
+def run_job(
+    settings: Settings, names: Names, roots: list[str], analyse: list[str], syntax_only: list[str]
+) -> tuple[list[Outcome], dict[str, list]]:
+    """Analyse `analyse` and check the syntax of `syntax_only`, in this process; also the
+    import edges of modules the outcomes depend on that this process has not reported yet."""
     global _ANALYZER
     if _ANALYZER is None or _ANALYZER.settings != settings:
         _ANALYZER = Analyzer(settings, names)
@@ -246,7 +251,8 @@ def run_job(settings: Settings, names: Names, roots: list[str], analyse: list[st
     _ANALYZER.add_roots(roots)
     outcomes = [_ANALYZER.analyse(path) for path in analyse]
     outcomes.extend(check_syntax(path, settings) for path in syntax_only)
-    return outcomes
+    edges, _ANALYZER.edges = _ANALYZER.edges, {}
+    return outcomes, edges
 
 
 def forget() -> None:
