@@ -24,6 +24,7 @@ from ckptlint.mutability import Mutability, lazy_initialised_names
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, ModuleSymbols, Scope
 from ckptlint.values import (
+    ordered,
     CONST,
     CONST_VALUE,
     GLOBAL,
@@ -516,7 +517,7 @@ class FunctionInterpreter:
         Otherwise it is a tensor's device or a property giving a model's parameters' device:
         where the region's tensors already are.
         """
-        for item in value.types:
+        for item in ordered(value.types):
             if isinstance(item, ClassType):
                 info = self.analysis.classes.by_name(item.name)
                 if info is not None and self.analysis.classes.attribute_assignments(info, "device"):
@@ -570,7 +571,7 @@ class FunctionInterpreter:
         # so only the attribute's mutability counts (`self.dispatcher.routing_map`)
         volatile: set[Volatility] = set()
         owner: tuple[str, str] | None = None
-        for item in base.types:
+        for item in ordered(base.types):
             if isinstance(item, ClassType):
                 info = self.analysis.classes.by_name(item.name)
                 if info is None:
@@ -852,7 +853,7 @@ class FunctionInterpreter:
     def bound_methods(self, receiver: Value, method: str, node: ast.Call, arguments, keywords) -> Value | None:
         """Calls of project methods on a receiver of known class (`self.helper(x)`, `block.forward(x)`)."""
         results: list[Value] = []
-        for item in receiver.types:
+        for item in ordered(receiver.types):
             if isinstance(item, ClassType):
                 info = self.analysis.classes.by_name(item.name)
                 if info is None:
@@ -892,13 +893,13 @@ class FunctionInterpreter:
 
     def invoke(self, callee: Value, node: ast.Call, arguments, keywords) -> Value:
         results: list[Value] = []
-        for item in callee.types:
+        for item in ordered(callee.types):
             if isinstance(item, FunctionType):
                 results.append(self.call_function(item, node, arguments, keywords))
             elif isinstance(item, ClassType):
                 results.append(self.call_module(replace(callee, types=frozenset({item})), item, node, arguments, keywords))
             elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
-                for element in item.elements:
+                for element in ordered(item.elements):
                     element_value = Value(callee.origins, frozenset({element}), path=f"{callee.path}[...]")
                     results.append(self.invoke(element_value, node, arguments, keywords))
             elif isinstance(item, ClassObjectType):

@@ -20,7 +20,7 @@ from ckptlint.classes import ClassIndex
 from ckptlint.effects import Context
 from ckptlint.inference import TypeInference, display_name
 from ckptlint.symbols import ModuleSymbols, Scope
-from ckptlint.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types
+from ckptlint.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types, ordered
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,7 +63,7 @@ class RegionResolver:
         if kind == MODULES:
             types = element_types(types) | frozenset(t for t in types if isinstance(t, ClassType))
         entries: list[RegionEntry | RunningStatsRegion] = []
-        for item in types:
+        for item in ordered(types):
             if isinstance(item, FunctionType) and kind == CALLABLE:
                 entries.append(self._function_entry(item, call))
             elif isinstance(item, ClassType):
@@ -71,7 +71,7 @@ class RegionResolver:
                     entries.append(RunningStatsRegion(region, item.short))
                 entries.extend(self._module_entries(item, passed=_passed_arguments(call)))
             elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
-                for element in item.elements:
+                for element in ordered(item.elements):
                     if isinstance(element, ClassType):
                         entries.extend(self._module_entries(element))
         return entries
@@ -83,7 +83,7 @@ class RegionResolver:
         if isinstance(region, ast.Call) and region.args and self._is_partial(region, module, scope):
             bound = self._partial_arguments(region, module, scope)
             found = set()
-            for item in self._region_types(region.args[0], call):
+            for item in ordered(self._region_types(region.args[0], call)):
                 if isinstance(item, FunctionType):
                     item = replace(item, bound=item.bound + bound)
                 found.add(item)
@@ -162,7 +162,7 @@ class RegionResolver:
             scope = module.scope_of[id(function.node)]
             for node in walk(function.node):
                 for class_expr in _tested_classes(node, module, scope):
-                    for item in self.inference.types(class_expr, module, scope):
+                    for item in ordered(self.inference.types(class_expr, module, scope)):
                         name = getattr(item, "name", None)
                         if name is not None:
                             entries.extend(self._module_entries(ClassType(name)))

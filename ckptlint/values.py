@@ -162,3 +162,17 @@ def unpacked_types(types: Iterable, index: int) -> frozenset:
         elif isinstance(item, ContainerType):
             found.update(item.elements)
     return frozenset(found)
+
+
+def ordered(types: frozenset | set) -> list:
+    """Types in a stable order: sets iterate by hash, which differs between processes, and
+    the first region path found is the one a message names."""
+    return sorted(types, key=_stable_key)
+
+
+def _stable_key(item: object) -> tuple:
+    node = getattr(item, "node", None)
+    module = getattr(item, "module", None)
+    source = getattr(module, "source", None)
+    where = (getattr(source, "path", ""), getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+    return (type(item).__name__, getattr(item, "name", ""), where, getattr(item, "kind", ""), repr(item) if node is None else "")
