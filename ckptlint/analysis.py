@@ -51,4 +51,4 @@ class Analysis:
             node.end_lineno,  # type: ignore[attr-defined]
             source.column(node.end_lineno, node.end_col_offset),  # type: ignore[attr-defined]
         )
-        return self.fix_builder.use_reentrant(source.path, source.text, span, call.api.use_reentrant_position)
+        return self.fix_builder.use_reentrant(source.text, span, call.api.use_reentrant_position)

@@ -55,13 +55,17 @@ class Cache:
         self.path = directory / __version__ / f"{key}.json"
 
     def load(self) -> Index:
+        """The last run's index, or an empty one when it is missing, corrupt or foreign."""
         try:
             data = json.loads(self.path.read_bytes())
             if data.get("format") != FORMAT:
                 return Index()
-            return Index(data["entries"], data["stats"], data["names"], data["files"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return Index()
+            index = Index(data["entries"], data["stats"], data["names"], data["files"])
+            if _well_formed(index):
+                return index
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            pass
+        return Index()
 
     def save(self, index: Index) -> None:
         data = {"format": FORMAT, "entries": index.entries, "stats": index.stats, "names": index.names, "files": index.files}
@@ -94,6 +98,34 @@ class Cache:
             os.replace(temporary, path)
         except OSError:
             return
+
+
+def _well_formed(index: Index) -> bool:
+    """The shapes the engine relies on (a cache file can be truncated or hand-edited)."""
+    if not (isinstance(index.entries, dict) and isinstance(index.stats, dict) and isinstance(index.files, list)):
+        return False
+    names = index.names
+    if not (isinstance(names, list) and len(names) == 2 and all(isinstance(n, list) for n in names)):
+        return False
+    for stat in index.stats.values():
+        if not (isinstance(stat, list) and len(stat) == 3 and isinstance(stat[2], str)):
+            return False
+    for entry in index.entries.values():
+        if not isinstance(entry, dict) or not isinstance(entry.get("digest"), str):
+            return False
+        if entry.get("kind") == "analysed":
+            found, derived, deps = entry.get("findings"), entry.get("names"), entry.get("deps")
+            if not (isinstance(found, list) and isinstance(deps, dict) and isinstance(derived, list) and len(derived) == 2):
+                return False
+        elif entry.get("kind") == "syntax" and not isinstance(entry.get("findings"), list):
+            return False
+        for finding in entry.get("findings", ()):
+            if not isinstance(finding, dict) or not _FINDING_KEYS <= finding.keys():
+                return False
+    return True
+
+
+_FINDING_KEYS = frozenset({"path", "line", "column", "end_line", "end_column", "code", "summary"})
 
 
 def _mark(directory: Path) -> None:

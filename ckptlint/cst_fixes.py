@@ -8,30 +8,38 @@ are kept because libcst keeps them.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ckptlint.finding import SAFE, UNSAFE, Edit, Fix
 from ckptlint.fixes import line_starts
 
 
 class FixBuilder:
-    """Fixes for one linter run; each file is parsed by libcst at most once."""
+    """Fixes for one linter run.
 
-    def __init__(self) -> None:
-        self._parsed: dict[str, tuple[cst.Module, dict] | None] = {}
+    Only the call's own text is parsed (as an expression), not its module: libcst parses about
+    ten thousand lines a second, and a fix must not cost a minute in a generated 5 MB file.
+    Layout inside the call (line breaks, indentation, comments) is part of that text."""
 
-    def use_reentrant(self, key: str, text: str, span: tuple[int, int, int, int], position: int | None) -> tuple[Fix, ...]:
+    def use_reentrant(self, text: str, span: tuple[int, int, int, int], position: int | None) -> tuple[Fix, ...]:
         """The CKP101 fixes for the call at `span` (1-based line, column, end line, end column in
         code points): safe (`use_reentrant=True`, today's behaviour) and unsafe
         (`use_reentrant=False`, the recommended mode, which changes behaviour)."""
-        parsed = self._parse(key, text)
-        if parsed is None:
+        line, column, end_line, end_column = span
+        starts = line_starts(text)
+        if not (0 < line <= end_line <= len(starts)):
             return ()
-        module, positions = parsed
-        node = _call_at(positions, span)
-        if node is None:
+        call_text = text[starts[line - 1] + column - 1 : starts[end_line - 1] + end_column - 1]
+        newline = _newline(text)
+        try:
+            node = cst.parse_expression(call_text, config=cst.PartialParserConfig(default_newline=newline))
+        except (cst.ParserSyntaxError, RecursionError, ValueError):
             return ()
+        if not isinstance(node, cst.Call):
+            return ()
+        renderer = cst.Module(body=[], default_newline=newline)
         fixes = []
         for value, applicability, description in (
             ("True", SAFE, "Pass use_reentrant=True (keeps today's reentrant behaviour)"),
@@ -40,44 +48,17 @@ class FixBuilder:
             new = _with_use_reentrant(node, value, position)
             if new is None:
                 return ()
-            start, end = positions[node].start, positions[node].end
-            edit = Edit(start.line, start.column + 1, end.line, end.column + 1, _rendered(module, node, new, text, start, end))
+            edit = Edit(line, column, end_line, end_column, renderer.code_for_node(new))
             fixes.append(Fix(applicability, description, (edit,)))
         return tuple(fixes)
 
-    def _parse(self, key: str, text: str) -> tuple[cst.Module, dict] | None:
-        if key not in self._parsed:
-            try:
-                module = cst.parse_module(text)
-                positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-                self._parsed[key] = (module, positions)
-            except (cst.ParserSyntaxError, RecursionError, ValueError):
-                self._parsed[key] = None
-        return self._parsed[key]
+
+def _newline(text: str) -> str:
+    match = _FIRST_NEWLINE.search(text)
+    return match.group(0) if match else "\n"
 
 
-def _rendered(module: cst.Module, old: cst.Call, new: cst.Call, text: str, start, end) -> str:  # noqa: ANN001
-    """The new call's text as it appears in the whole module (with the block's indentation):
-    render the module with the call replaced and cut out what changed."""
-    code = module.deep_replace(old, new).code  # type: ignore[union-attr]
-    starts = line_starts(text)
-    prefix = starts[start.line - 1] + start.column
-    suffix = len(text) - (starts[end.line - 1] + end.column)
-    return code[prefix : len(code) - suffix]
-
-
-def _call_at(positions: dict, span: tuple[int, int, int, int]) -> cst.Call | None:
-    """The libcst Call covering exactly `span`; several calls can start at one place
-    (`checkpoint(use_reentrant=None)(fn)(x)`), only one also ends there."""
-    line, column, end_line, end_column = span
-    for node, where in positions.items():
-        if (
-            isinstance(node, cst.Call)
-            and (where.start.line, where.start.column + 1) == (line, column)
-            and (where.end.line, where.end.column + 1) == (end_line, end_column)
-        ):
-            return node
-    return None
+_FIRST_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 def _with_use_reentrant(call: cst.Call, value: str, position: int | None) -> cst.Call | None:
