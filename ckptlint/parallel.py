@@ -7,7 +7,9 @@ import gc
 import multiprocessing
 import os
 import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
 
 from ckptlint import worker
@@ -42,17 +44,27 @@ def execute(
         return _in_process(settings, names, roots, analyse, syntax_only)
     chunks = [analyse[i : i + CHUNK] for i in range(0, len(analyse), CHUNK)]
     syntax_chunks = [syntax_only[i : i + 200] for i in range(0, len(syntax_only), 200)]
-    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    context = multiprocessing.get_context(_start_method())
     outcomes: list[Outcome] = []
     edges: dict[str, list] = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker.start_process) as pool:
-        futures = [pool.submit(worker.run_job, settings, names, roots, chunk, []) for chunk in chunks]
-        futures += [pool.submit(worker.run_job, settings, names, roots, [], chunk) for chunk in syntax_chunks]
-        for future in futures:
-            job_outcomes, job_edges = future.result()
-            outcomes.extend(job_outcomes)
-            edges.update(job_edges)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker.start_process) as pool:
+            futures = [pool.submit(worker.run_job, settings, names, roots, chunk, []) for chunk in chunks]
+            futures += [pool.submit(worker.run_job, settings, names, roots, [], chunk) for chunk in syntax_chunks]
+            for future in futures:
+                job_outcomes, job_edges = future.result()
+                outcomes.extend(job_outcomes)
+                edges.update(job_edges)
+    except (BrokenProcessPool, OSError):
+        # a worker died (killed for memory, or cannot start here): do the work in this process
+        return _in_process(settings, names, roots, analyse, syntax_only)
     return outcomes, edges
+
+
+def _start_method() -> str:
+    """fork is fastest (no re-import), but only safe in a single-threaded process on Linux;
+    the language server runs threads, so it spawns."""
+    return "fork" if sys.platform.startswith("linux") and threading.active_count() == 1 else "spawn"
 
 
 def _in_process(

@@ -77,6 +77,7 @@ class CkptlintServer(LanguageServer):
         except ConfigError as exc:
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"ckptlint: {exc}"))
             config = Config(root=self.root)
+        # one process: a pool would be started per lint; the cache makes most lints small
         linter = Linter(config, overlays=overlays, base=self.root, want_fixes=True, cache_dir=self.cache_dir(config))
         project_root = project_root_for(config, [path]) or self.root
         result = linter.lint_files([path], project_root=project_root)
