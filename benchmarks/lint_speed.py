@@ -52,11 +52,12 @@ def run(command: list[str], cwd: Path) -> tuple[float, int, str]:
     start = time.perf_counter()
     completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
-    if completed.returncode not in (0, 1):
+    lines = completed.stdout.strip().splitlines()
+    summary = lines[-1] if lines else ""
+    if completed.returncode not in (0, 1) or not summary.startswith(("Found", "All checks passed")):
         sys.exit(f"{' '.join(command)} failed ({completed.returncode}):\n{completed.stderr[-2000:]}")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    lines = completed.stdout.strip().splitlines()
-    return elapsed, peak, lines[-1] if lines else ""
+    return elapsed, peak, summary
 
 
 def pick_changed_file(files: list[Path]) -> Path:
@@ -72,6 +73,7 @@ def main() -> None:
     parser.add_argument("--changed", type=Path, help="the file to edit for the pre-commit case")
     parser.add_argument("--jobs", type=int, help="passed to ckptlint --jobs")
     parser.add_argument("--torchfix-sample", type=int, default=0, help="time TorchFix on this many files")
+    parser.add_argument("--flake8", default=shutil.which("flake8"), help="a flake8 with the torchfix plugin installed")
     args = parser.parse_args()
     corpus = args.corpus.resolve()
     files = python_files(corpus)
@@ -111,11 +113,10 @@ def main() -> None:
             marker.unlink()
 
     if args.torchfix_sample:
-        time_torchfix(files, args.torchfix_sample, parse_seconds, corpus)
+        time_torchfix(args.flake8, files, args.torchfix_sample, parse_seconds, corpus)
 
 
-def time_torchfix(files: list[Path], sample_size: int, parse_seconds: float, corpus: Path) -> None:
-    flake8 = shutil.which("flake8")
+def time_torchfix(flake8: str | None, files: list[Path], sample_size: int, parse_seconds: float, corpus: Path) -> None:
     if flake8 is None:
         print("TorchFix: flake8 is not installed (pip install torchfix)")
         return

@@ -113,6 +113,7 @@ class ClassIndex:
     def __init__(self, project: Project):
         self.project = project
         self._infos: dict[int, ClassInfo] = {}
+        self._ancestors: dict[int, list[ClassInfo | str]] = {}  # by id of the class scope
 
     def info(self, module: ModuleSymbols, scope: Scope) -> ClassInfo:
         info = self._infos.get(id(scope))
@@ -150,6 +151,12 @@ class ClassIndex:
 
     def ancestors(self, info: ClassInfo) -> Iterator[ClassInfo | str]:
         """The class's bases, transitively: project classes as ClassInfo, others by name."""
+        found = self._ancestors.get(id(info.scope))
+        if found is None:
+            found = self._ancestors[id(info.scope)] = list(self._walk_ancestors(info))
+        return iter(found)
+
+    def _walk_ancestors(self, info: ClassInfo) -> Iterator[ClassInfo | str]:
         seen: set[str] = set()
         queue: list[ClassInfo] = [info]
         while queue:

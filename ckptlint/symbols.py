@@ -14,7 +14,7 @@ import builtins
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from ckptlint.syntax import child_nodes
+from ckptlint.syntax import append_children
 from ckptlint.source import SourceFile
 
 MODULE = "module"
@@ -40,6 +40,18 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
 # Nodes that bind nothing and hold no calls: the scope walk does not visit them.
 _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.Pass, ast.alias)
+_LEAF_NODES = frozenset(
+    cls for base in _LEAVES for cls in (base, *base.__subclasses__()) if not cls.__subclasses__() or cls in (ast.Name, ast.Constant)
+)
+# Nodes that bind names (or open scopes): everything else only holds children to visit.
+_BINDING_NODES = frozenset(
+    {
+        ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp, ast.GeneratorExp,
+        ast.DictComp, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Assign, ast.AnnAssign, ast.AugAssign,
+        ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.ExceptHandler, ast.NamedExpr, ast.MatchAs, ast.MatchStar,
+        ast.MatchMapping,
+    }
+)
 
 
 @dataclass(eq=False)
@@ -313,6 +325,20 @@ class _ScopeBuilder:
             self.bind_target(target.value, None, scope, node, in_handler, OTHER)
 
     def visit(self, node: ast.AST, scope: Scope, in_handler: bool) -> None:
+        cls = node.__class__
+        if cls is ast.Call:
+            self.symbols.calls.append((node, scope))  # type: ignore[arg-type]
+        elif cls in _BINDING_NODES and self.visit_binding(node, scope, in_handler):
+            return  # it pushed what it needs
+        children = []
+        append_children(node, children)
+        stack = self.stack
+        for child in reversed(children):
+            if child.__class__ not in _LEAF_NODES:
+                stack.append((child, scope, in_handler))
+
+    def visit_binding(self, node: ast.AST, scope: Scope, in_handler: bool) -> bool:
+        """Record what a binding construct binds; True when it also pushed its children."""
         symbols = self.symbols
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.bind(scope, node.name, DEF, node, in_handler)
@@ -321,20 +347,20 @@ class _ScopeBuilder:
             self.bind_parameters(node.args, inner)
             self.push_all(node.body, inner, False)
             self.push_all(self.signature_expressions(node), scope, in_handler)
-            return
+            return True
         if isinstance(node, ast.Lambda):
             inner = self.new_scope(LAMBDA, node, scope, "<lambda>")
             self.bind_parameters(node.args, inner)
             self.push_all([node.body], inner, False)
             self.push_all([*node.args.defaults, *[d for d in node.args.kw_defaults if d is not None]], scope, in_handler)
-            return
+            return True
         if isinstance(node, ast.ClassDef):
             self.bind(scope, node.name, CLASSDEF, node, in_handler)
             symbols.classes.append((node, scope))
             inner = self.new_scope(CLASS, node, scope, node.name)
             self.push_all(node.body, inner, False)
             self.push_all([*node.decorator_list, *node.bases, *(k.value for k in node.keywords)], scope, in_handler)
-            return
+            return True
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
             inner = self.new_scope(COMPREHENSION, node, scope, "<comprehension>")
             first, *rest = node.generators
@@ -343,7 +369,7 @@ class _ScopeBuilder:
                 self.bind_target(generator.target, generator.iter, inner, generator, False, LOOP)
             elements = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
             self.push_all([*elements, *first.ifs, *(x for g in rest for x in (g.iter, *g.ifs))], inner, False)
-            return
+            return True
         if isinstance(node, ast.Import):
             for alias in node.names:
                 symbols.imported.append(symbols.import_name(alias.name))
@@ -354,7 +380,7 @@ class _ScopeBuilder:
                 else:
                     head = alias.name.partition(".")[0]
                     self.bind(scope, head, IMPORT, node, in_handler, target=symbols.import_name(head))
-            return
+            return True
         if isinstance(node, ast.ImportFrom):
             base = symbols.resolve_relative(node.module, node.level or 0)
             if base and not node.level:
@@ -370,13 +396,13 @@ class _ScopeBuilder:
                 if target:
                     symbols.imported.append(target)
                 self.bind(scope, alias.asname or alias.name, IMPORT, node, in_handler, target=target)
-            return
+            return True
         if isinstance(node, ast.Global):
             scope.globals.update(node.names)
-            return
+            return True
         if isinstance(node, ast.Nonlocal):
             scope.nonlocals.update(node.names)
-            return
+            return True
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 self.bind_target(target, node.value if len(node.targets) == 1 else None, scope, node, in_handler)
@@ -401,22 +427,20 @@ class _ScopeBuilder:
             self.push_all(node.body, scope, True)
             if node.type is not None:
                 self.stack.append((node.type, scope, True))
-            return
+            return True
         elif isinstance(node, ast.NamedExpr):
             target_scope = scope
             while target_scope.kind == COMPREHENSION and target_scope.parent is not None:
                 target_scope = target_scope.parent
             if isinstance(node.target, ast.Name):
                 self.bind(target_scope, node.target.id, ASSIGN, node, in_handler, value=node.value)
-        elif isinstance(node, ast.Call):
-            symbols.calls.append((node, scope))
         elif isinstance(node, (ast.MatchAs, ast.MatchStar)):
             if node.name:
                 self.bind(scope, node.name, OTHER, node, in_handler)
         elif isinstance(node, ast.MatchMapping):
             if node.rest:
                 self.bind(scope, node.rest, OTHER, node, in_handler)
-        self.push_all([child for child in child_nodes(node) if not isinstance(child, _LEAVES)], scope, in_handler)
+        return False
 
     @staticmethod
     def signature_expressions(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:

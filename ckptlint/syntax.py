@@ -75,6 +75,12 @@ def _appender(cls: type):  # noqa: ANN202
     return namespace["append_children"]
 
 
+def append_children(node: ast.AST, out: list[ast.AST]) -> None:
+    """Append the direct children to `out`, in field order."""
+    append = _APPENDERS.get(node.__class__) or _APPENDERS.setdefault(node.__class__, _appender(node.__class__))
+    append(node, out)  # type: ignore[operator]
+
+
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """The direct children, in field order (as `ast.iter_child_nodes`)."""
     append = _APPENDERS.get(node.__class__) or _APPENDERS.setdefault(node.__class__, _appender(node.__class__))

@@ -185,3 +185,16 @@ def test_a_cache_with_malformed_findings_is_ignored(project: Path) -> None:
                 entry["findings"] = [{"path": "x"}]
         index.write_text(json.dumps(data))
     assert _found(_lint(project, "model.py")) == expected
+
+
+def test_a_dying_worker_falls_back_to_one_process(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from ckptlint import worker
+
+    for index in range(20):
+        (project / f"block_{index}.py").write_text(RANDOM_BLOCK)
+        (project / f"model_{index}.py").write_text(MODEL.replace("from blocks import", f"from block_{index} import"))
+    monkeypatch.setattr(worker, "start_process", lambda: os._exit(3))  # every worker dies at start
+    result = _lint(project, *[f"model_{i}.py" for i in range(20)], jobs=2, cache=False)
+    assert len(result.findings) == 20 and not result.problems
