@@ -92,8 +92,11 @@ def discover(paths: Iterable[Path], is_excluded: ExcludeMatcher, force_exclude: 
 
 
 def _walk(top: Path, is_excluded: ExcludeMatcher, files: list[Path], problems: list[PathProblem]) -> None:
-    """Depth-first, sorted, following directory symlinks once (loops are reported)."""
+    """Depth-first, sorted. A directory symlink is followed when it leads out of `top`; one to
+    a directory inside `top` is an alias (its files are linted under their own path) and is
+    skipped, one to an enclosing directory is a loop and is reported."""
     visited: set[tuple[int, int]] = set()
+    top_real = os.path.realpath(top)
     stack = [top]
     found: list[Path] = []
     while stack:
@@ -125,6 +128,14 @@ def _walk(top: Path, is_excluded: ExcludeMatcher, files: list[Path], problems: l
             except OSError:
                 is_dir = False
             if is_dir:
+                if entry.is_symlink():
+                    target = os.path.realpath(path)
+                    here = os.path.realpath(directory)
+                    if target == here or here.startswith(target + os.sep):
+                        problems.append(PathProblem(str(path), "symlink loop: it points to an enclosing directory, skipped", fatal=False))
+                        continue
+                    if target.startswith(top_real + os.sep):
+                        continue  # an alias of a directory linted under its own path
                 subdirectories.append(path)
             elif entry.name.endswith(PYTHON_SUFFIXES):
                 if entry.is_symlink() and not os.path.exists(path):

@@ -62,6 +62,20 @@ def test_directory_symlink_loop_is_reported_once_and_skipped(tree: Path) -> None
     assert _codes_by_file(completed) == {"good.py": {"CKP101"}, "model.py": {"CKP101"}}
 
 
+def test_directory_symlinks_inside_the_tree_are_aliases_outside_ones_are_followed(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    (tree / "skills").mkdir()
+    (tree / "skills" / "tool.py").write_text(HAZARD)
+    (tree / ".claude").mkdir()
+    os.symlink("../skills", tree / ".claude" / "skills")  # as in Megatron-LM: the same files again
+    outside = tmp_path_factory.mktemp("vendored")
+    (outside / "vendored.py").write_text(HAZARD)
+    os.symlink(outside, tree / "third_party_link")
+    completed = run_cli(".", "--format", "json", cwd=tree)
+    assert completed.returncode == 1 and completed.stderr == b""
+    paths = sorted(finding["path"] for finding in json_findings(completed))
+    assert paths == ["good.py", "skills/tool.py", "third_party_link/vendored.py"]
+
+
 def test_broken_symlink_is_an_error_and_the_run_continues(tree: Path) -> None:
     os.symlink(tree / "nowhere.py", tree / "ghost.py")
     completed = run_cli(".", "--format", "json", cwd=tree)
