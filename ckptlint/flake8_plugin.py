@@ -57,7 +57,7 @@ def findings_for_file(filename: str, text: str) -> list:
     if root is not None and not from_stdin:
         key = (root, config)
         if key not in _PROJECT_FINDINGS:
-            linter = Linter(config, jobs=default_jobs(), cache_dir=root / CACHE_DIR_NAME)
+            linter = Linter(config, jobs=default_jobs(), cache_dir=root / CACHE_DIR_NAME)  # once per flake8 process
             result = linter.lint_paths([root])
             by_path: dict[str, list] = {}
             for finding in result.findings:

@@ -40,7 +40,7 @@ def execute(
     the import edges of the modules they depend on (see worker.run_job)."""
     analyse = sorted(analyse, key=lambda p: (-size(p), p))
     workers = min(jobs, len(analyse) // MIN_FILES_PER_WORKER + (1 if syntax_only else 0))
-    if workers <= 1:
+    if workers <= 1 or multiprocessing.current_process().daemon:  # a daemon (flake8's workers) cannot fork
         return _in_process(settings, names, roots, analyse, syntax_only)
     chunks = [analyse[i : i + CHUNK] for i in range(0, len(analyse), CHUNK)]
     syntax_chunks = [syntax_only[i : i + 200] for i in range(0, len(syntax_only), 200)]
