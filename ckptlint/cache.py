@@ -10,8 +10,8 @@ removed module, or a newly derived API name, could change (engine.py).
 JSON, not pickle: a cache directory can come from anywhere (a checked-out repository), and
 loading it must never run code. A corrupt or foreign index is ignored and rewritten. Writes
 go to a temporary file and are renamed into place, so a concurrent run (an editor and
-pre-commit) reads either the old index or the new one. Stat data (size, modification time)
-lets an unchanged file skip being read and hashed, as in git.
+pre-commit) reads either the old index or the new one. Stat data (size, times, inode) lets an
+unchanged file skip being read and hashed, as in git (workspace.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 from ckptlint import __version__
 
 CACHE_DIR_NAME = ".ckptlint_cache"
-FORMAT = 1
+FORMAT = 2
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by ckptlint.\n"
 
 
@@ -44,7 +44,7 @@ class Index:
     """What one run leaves for the next."""
 
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # absolute path -> entry
-    stats: dict[str, list] = field(default_factory=dict)  # absolute path -> [size, mtime_ns, digest]
+    stats: dict[str, list] = field(default_factory=dict)  # absolute path -> [size, mtime_ns, ctime_ns, inode, digest]
     names: list[list[str]] = field(default_factory=lambda: [[], []])  # the run's final names
     files: list[str] = field(default_factory=list)  # the project's files
 
@@ -108,7 +108,7 @@ def _well_formed(index: Index) -> bool:
     if not (isinstance(names, list) and len(names) == 2 and all(isinstance(n, list) for n in names)):
         return False
     for stat in index.stats.values():
-        if not (isinstance(stat, list) and len(stat) == 3 and isinstance(stat[2], str)):
+        if not (isinstance(stat, list) and len(stat) == 5 and isinstance(stat[4], str)):
             return False
     for entry in index.entries.values():
         if not isinstance(entry, dict) or not isinstance(entry.get("digest"), str):

@@ -183,6 +183,9 @@ class _Target:
     partials: list[tuple[ast.Call, ModuleSymbols]] = field(default_factory=list)
 
 
+_ALIASABLE = (ast.Call, ast.Name, ast.Attribute)
+
+
 class CallFinder:
     """Resolves callees of one project's modules to checkpoint APIs."""
 
@@ -198,9 +201,12 @@ class CallFinder:
     # -- public ---------------------------------------------------------------
 
     def checkpoint_calls(self, module: ModuleSymbols) -> list[CheckpointCall]:
-        """Every checkpoint call in the module, in source order."""
-        own = self.derived_names(module)
-        self.names.update(own)
+        """Every checkpoint call in the module, in source order. The module's own names
+        (`own`) are found to a fixpoint first, so its result does not depend on whether
+        they were already known (`a = partial(checkpoint)` before `b = a`)."""
+        own = Names()
+        while own.update(self.derived_names(module)):
+            self.names.update(own)
         found: list[CheckpointCall] = []
         applied: dict[int, tuple[ast.Call | ast.FunctionDef | ast.AsyncFunctionDef, Scope]] = {}
         for function, scope in module.functions:
@@ -217,9 +223,14 @@ class CallFinder:
             checkpoint_call = self._recognise(call, module, scope, applied)
             if checkpoint_call is not None:
                 found.append(checkpoint_call)
-        layers = list(self._layer_classes(module))
-        own.classes.update(call.node.name for call in layers)  # type: ignore[attr-defined]
-        self.names.update(own)
+        layers: list[CheckpointCall] = []
+        while True:  # `class Leaf(Mid)` before `class Mid(GradientCheckpointingLayer)`
+            found_now = [call for call in self._layer_classes(module) if call.node.name not in own.classes]  # type: ignore[attr-defined]
+            if not found_now:
+                break
+            layers.extend(found_now)
+            own.classes.update(call.node.name for call in found_now)  # type: ignore[attr-defined]
+            self.names.update(own)
         module.checkpoint_names = own  # what this module adds, for the prefilter and the cache
         found.extend(layers)
         found.sort(key=lambda c: (c.line, c.node.col_offset))  # type: ignore[attr-defined]
@@ -354,13 +365,13 @@ class CallFinder:
         binding = module.binding(scope, expr.id, expr.lineno)
         if binding is None:
             return None
-        if binding.kind == ASSIGN and isinstance(binding.value, ast.Call):
+        if binding.kind == ASSIGN and isinstance(binding.value, _ALIASABLE):  # a partial, or `b = a`
             return self.resolve(binding.value, module, binding.written_from or binding.scope, depth + 1)
         if binding.kind == IMPORT and binding.target:
             found = self.project.global_binding(binding.target)
             if found is not None:
                 other, other_binding = found
-                if other_binding.kind == ASSIGN and isinstance(other_binding.value, ast.Call):
+                if other_binding.kind == ASSIGN and isinstance(other_binding.value, _ALIASABLE):
                     return self.resolve(other_binding.value, other, other.scope, depth + 1)
         return None
 

@@ -32,7 +32,7 @@ from ckptlint.discovery import ExcludeMatcher, PathProblem, discover
 from ckptlint.finding import Finding, merge_findings
 from ckptlint.noqa import Suppressions, apply_suppressions, suppressions_for
 from ckptlint.parallel import execute
-from ckptlint.prefilter import ByteFilter, Names
+from ckptlint.prefilter import Mentions, Names
 from ckptlint.project import display_path, import_root, load_source
 from ckptlint.rules import ALL_RULES, Rule
 from ckptlint.source import DecodeError, SourceFile
@@ -138,7 +138,16 @@ class Linter:
 
 
 class _Run:
-    """One `lint_files` call: which files to analyse, what the cache answers, the merge."""
+    """One `lint_files` call: which files to analyse, what the cache answers, the merge.
+
+    The names that can mean checkpointing grow from the catalogue's: a file that mentions
+    a known name is a candidate, and analysing it can add names (its `own`). A candidate's
+    analysis depends on the names only through those it mentions that it does not add
+    itself (its `key`), so a cached analysis is reused when its content, its dependencies
+    and its key are what they would be now. Reuse follows the same growth from the
+    catalogue as a run without a cache, so both reach the same names and the same results:
+    a name is never taken from an entry whose file is not (yet) a candidate.
+    """
 
     def __init__(self, linter: Linter, named: list[str], others: list[str]):
         self.linter = linter
@@ -150,85 +159,115 @@ class _Run:
         self.cache = Cache(linter.cache_dir, cache_key(self.settings.config, self.settings.base, self.settings.rules, self.settings.want_fixes)) if use_cache else None  # type: ignore[arg-type]
         self.index = self.cache.load() if self.cache is not None else Index()
         self.workspace = Workspace(linter.overlays, self.index.stats)
-        self.roots = list(dict.fromkeys(os.fspath(_root(Path(p))) for p in self.files))
+        self.mentions = Mentions(self.workspace.data, self._recorded_mentions())
+        # sorted: which root wins a top-level name two roots define must not depend on the named files
+        self.roots = sorted({os.fspath(_root(Path(p))) for p in self.files})
         self.outcomes: dict[str, Outcome] = {}
-        self.analysed_with: dict[str, Names] = {}  # names a fresh analysis ran with
+        self.keys: dict[str, frozenset[str]] = {}  # candidate -> the key its result (fresh or cached) has
+        self.reused: set[str] = set()  # candidates answered from the cache
+        self.unreadable: set[str] = set()  # files that could not be read when analysed
+        self._valid: dict[str, dict | None] = {}  # memo of _entry
         self.problems: list[PathProblem] = []
-        self._filters: dict[tuple[frozenset, frozenset], ByteFilter] = {}
         self.edges: dict[str, list] | None = None  # path -> [digest, module names], from the cache
         self.new_edges: dict[str, list] = {}  # the same, from this run's workers
+        self.changed_modules = self._added_or_removed_modules()
 
     def execute(self) -> LintResult:
-        names = self._starting_names()
-        previous = Names(set(self.index.names[0]), set(self.index.names[1]))
-        changed_modules = self._added_or_removed_modules()
+        names = Names.of(self.linter.catalogue)
         while True:
-            byte_filter = ByteFilter(names)
-            gained = Names(names.functions - previous.functions, names.classes - previous.classes)
-            candidates = [p for p in self.files if self._wants(p, byte_filter, names == previous)]
-            todo = [p for p in candidates if self._needs_analysis(p, names, gained, changed_modules)]
-            syntax = [p for p in self.named if p not in set(candidates) and not self._syntax_cached(p)]
+            words = names.words()
+            todo, waiting = self._select(words, names)
+            if names.words() != words:
+                continue  # cached entries added names: take those in before analysing anything
+            todo = todo or waiting  # an entry that never matched is redone once nothing else moves
+            syntax = [p for p in self.named if not self.mentions.of(p, words) and not self._syntax_cached(p)]
             if not todo and not syntax:
                 break
-            snapshot = names.copy()
             outcomes, edges = execute(self.settings, names, self.roots, todo, syntax, self.linter.jobs, self.workspace.size)
             self.new_edges.update(edges)
             for outcome in outcomes:
-                self._record(outcome, snapshot)
+                self._record(outcome, words)
             for path in todo:
                 outcome = self.outcomes.get(path)
                 if outcome is not None:
                     names.update(outcome.names)
-            if names == snapshot:
-                break
-        final_filter, same = ByteFilter(names), names == previous
-        self.candidates = [p for p in self.files if self._wants(p, final_filter, same)]
+        self.names = names
+        self.candidates = [p for p in self.files if self.mentions.of(p, names.words())]
         result = self._merge()
-        if self.cache is not None and self._changed(names, previous):
-            self._save(names)
+        if self.cache is not None and self._changed():
+            self._save()
         return result
 
-    def _changed(self, names: Names, previous: Names) -> bool:
+    def _select(self, words: frozenset[str], names: Names) -> tuple[list[str], list[str]]:
+        """Candidates to analyse now, and those whose cached entry may still match once more
+        names are known; candidates whose entry matches are taken from the cache (their
+        names join `names`)."""
+        todo: list[str] = []
+        waiting: list[str] = []
+        for path in self.files:
+            hits = self.mentions.of(path, words)
+            if not hits:
+                continue
+            entry = self._entry(path)
+            key = hits - self._own(path, entry)
+            if self.keys.get(path) == key:
+                continue  # answered for these names already
+            if entry is not None and path not in self.outcomes:
+                cached = frozenset(entry["key"])
+                if cached == key:
+                    self.keys[path] = key
+                    self.reused.add(path)
+                    names.update(Names(set(entry["names"][0]), set(entry["names"][1])))
+                    continue
+                if key < cached:
+                    waiting.append(path)
+                    continue
+            todo.append(path)
+        return todo, waiting
+
+    def _own(self, path: str, entry: dict | None) -> frozenset[str]:
+        outcome = self.outcomes.get(path)
+        if outcome is not None:
+            return outcome.names.words()
+        if entry is not None:
+            return frozenset(entry["names"][0]) | frozenset(entry["names"][1])
+        return frozenset()
+
+    def _changed(self) -> bool:
         """Whether the index would differ: something analysed, read, added or removed."""
-        if self.outcomes or names != previous or set(self.files) != set(self.index.files):
+        if self.outcomes or self.names.words() != frozenset(self.index.names[0]) | frozenset(self.index.names[1]):
+            return True
+        if set(self.files) != set(self.index.files):
             return True
         return self.workspace.stats() != self.index.stats
 
-    # -- selection and the cache ------------------------------------------------
+    # -- the cache ----------------------------------------------------------------
 
-    def _starting_names(self) -> Names:
-        names = Names.of(self.linter.catalogue)
+    def _recorded_mentions(self) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+        universe = frozenset(self.index.names[0]) | frozenset(self.index.names[1])
+        recorded = {}
         for path, entry in self.index.entries.items():
-            if entry.get("kind") == ANALYSED and entry.get("wants") and self.workspace.digest(path) == entry.get("digest"):
-                names.functions.update(entry["names"][0])
-                names.classes.update(entry["names"][1])
-        return names
+            if "hits" in entry and self.workspace.digest(path) == entry.get("digest"):
+                recorded[path] = (universe, frozenset(entry["hits"]))
+        return recorded
 
-    def _wants(self, path: str, byte_filter: ByteFilter, same_names: bool) -> bool:
-        if path in self.analysed_with:  # names only grow within a run
-            return True
-        entry = self.index.entries.get(path)
-        digest = self.workspace.digest(path)
-        if digest is None:
-            return False
-        if same_names and entry is not None and entry.get("digest") == digest and "wants" in entry:
-            return bool(entry["wants"])
-        data = self.workspace.data(path)
-        return data is not None and byte_filter.wants(data)
+    def _entry(self, path: str) -> dict | None:
+        """The cached analysis of this file if its content and dependencies are unchanged."""
+        if path not in self._valid:
+            self._valid[path] = self._valid_entry(path)
+        return self._valid[path]
 
-    def _needs_analysis(self, path: str, names: Names, gained: Names, changed_modules: list[str]) -> bool:
-        if path in self.analysed_with:  # analysed in this run: again only for names it did not know
-            known = self.analysed_with[path]
-            fresh = Names(names.functions - known.functions, names.classes - known.classes)
-            return bool(fresh) and self._mentions(path, fresh)
+    def _valid_entry(self, path: str) -> dict | None:
         entry = self.index.entries.get(path)
         if entry is None or entry.get("kind") != ANALYSED or entry.get("digest") != self.workspace.digest(path):
-            return True
+            return None
+        if self.changed_modules is None:
+            return None
         if any(self.workspace.digest(dep) != digest for dep, digest in entry["deps"].items()):
-            return True
-        if changed_modules and self._may_import(entry["deps"], changed_modules):
-            return True
-        return bool(gained) and self._mentions(path, gained)
+            return None
+        if self.changed_modules and self._may_import(entry["deps"], self.changed_modules):
+            return None
+        return entry
 
     def _may_import(self, deps: dict[str, str], modules: list[str]) -> bool:
         """Whether a dependency's code names one of these (new or removed) modules; unknown
@@ -241,29 +280,29 @@ class _Run:
                 return True
         return False
 
-    def _mentions(self, path: str, names: Names) -> bool:
-        key = (frozenset(names.functions), frozenset(names.classes))
-        byte_filter = self._filters.get(key)
-        if byte_filter is None:
-            byte_filter = self._filters[key] = ByteFilter(names)
-        data = self.workspace.data(path)
-        return data is not None and byte_filter.wants(data)
-
     def _syntax_cached(self, path: str) -> bool:
-        if path in self.outcomes:
+        if path in self.outcomes or path in self.unreadable:
             return True
         entry = self.index.entries.get(path)
         return entry is not None and entry.get("kind") in (SYNTAX, ANALYSED) and entry.get("digest") == self.workspace.digest(path)
 
-    def _added_or_removed_modules(self) -> list[str]:
+    def _added_or_removed_modules(self) -> list[str] | None:
+        """The names of modules added or removed since the cached run; None when a package
+        marker (`__init__.py`) came or went, which renames every module below it."""
         if not self.index.files:
             return []
-        before, now = set(self.index.files), set(self.files)
-        return sorted({_module_name(Path(p)) for p in before ^ now})
+        changed = set(self.index.files) ^ set(self.files)
+        if any(Path(p).stem == "__init__" for p in changed):
+            return None
+        return sorted({_module_name(Path(p)) for p in changed})
 
-    def _record(self, outcome: Outcome, names: Names) -> None:
+    def _record(self, outcome: Outcome, words: frozenset[str]) -> None:
+        """Keep an outcome; an analysis is keyed by the names it ran with (`words`)."""
         path = outcome.path
+        if outcome.analysed or outcome.internal_error is not None:
+            self.keys[path] = self.mentions.of(path, words) - outcome.names.words()
         if outcome.unreadable is not None:
+            self.unreadable.add(path)
             if path in self.named_set:
                 display = display_path(path, self.linter.base)
                 self.problems.append(PathProblem(display, f"cannot read file: {outcome.unreadable}"))
@@ -278,8 +317,7 @@ class _Run:
             self.problems.append(PathProblem(display, message))
             return
         self.outcomes[path] = outcome
-        if outcome.analysed:
-            self.analysed_with[path] = names
+        self.reused.discard(path)
 
     # -- results ----------------------------------------------------------------
 
@@ -293,6 +331,8 @@ class _Run:
             outcome = self.outcomes.get(path)
             if outcome is not None:
                 findings = outcome.findings
+            elif path in candidates and path not in self.reused:
+                continue  # its analysis failed (reported as a problem)
             else:
                 entry = self.index.entries.get(path)
                 if entry is None or entry.get("kind") == SKIPPED or entry.get("digest") != self.workspace.digest(path):
@@ -326,7 +366,7 @@ class _Run:
             kept.extend(_unused_noqa(named_paths, result))
         result.findings = sorted(f for f in kept if linter.selected(f.code, f.path))
         result.calls = [call for path in self.named for call in (self.outcomes[path].calls if path in self.outcomes else ())]
-        result.analysed = len(self.analysed_with)
+        result.analysed = sum(1 for outcome in self.outcomes.values() if outcome.analysed)
         return result
 
     def _sources(self, display_paths: set[str]) -> dict[str, SourceFile]:
@@ -342,9 +382,9 @@ class _Run:
                 continue
         return sources
 
-    def _save(self, names: Names) -> None:
+    def _save(self) -> None:
         entries: dict[str, dict] = {}
-        candidates = set(self.candidates)
+        words = self.names.words()
         for path in self.files:
             digest = self.workspace.digest(path)
             if digest is None:
@@ -358,6 +398,7 @@ class _Run:
                     "findings": [f.to_dict() for f in outcome.findings],
                     "names": [sorted(outcome.names.functions), sorted(outcome.names.classes)],
                     "deps": outcome.dependencies,
+                    "key": sorted(self.keys[path]),
                 }
             elif outcome is not None:
                 entry = {"kind": SYNTAX, "digest": outcome.digest, "findings": [f.to_dict() for f in outcome.findings]}
@@ -365,10 +406,11 @@ class _Run:
                 entry = dict(old)
             else:
                 entry = {"kind": SKIPPED, "digest": digest}
-            entry["wants"] = path in candidates
+            entry["hits"] = sorted(self.mentions.of(path, words))
             entries[path] = entry
         assert self.cache is not None
-        self.cache.save(Index(entries, self.workspace.stats(), [sorted(names.functions), sorted(names.classes)], self.files))
+        names = [sorted(self.names.functions), sorted(self.names.classes)]
+        self.cache.save(Index(entries, self.workspace.stats(), names, self.files))
         if self.new_edges:
             edges = self.edges if self.edges is not None else self.cache.load_edges()
             edges.update(self.new_edges)

@@ -4,8 +4,9 @@ A call is recognised by what its callee denotes, and the callee can only denote 
 checkpoint API through a name: the API's own (`checkpoint`, `_gradient_checkpointing_func`)
 or a name the project binds to it (`ckpt = partial(checkpoint, ...)`, `import ... as ckpt`,
 `self._ckpt = ...`). A checkpointing layer is a class whose bases name a layer class or a
-project subclass of one. So a file that mentions none of those names, as a whole word, holds
-no checkpoint call: it is not parsed unless a region reaches it.
+project subclass of one (or an import's new name for one). So a file that mentions none of
+those names, as a whole word, holds no checkpoint call: it is not parsed unless a region
+reaches it.
 
 The project's own names are found by analysing the files that do mention a name
 (`derived_names`); the files that mention the new names are then analysed too, until
@@ -21,13 +22,13 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ckptlint.catalogue import LAYER_CLASS, Catalogue
 from ckptlint.syntax import walk
 
-_CLASS_STATEMENT = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)", re.MULTILINE)
 _WORD = re.compile(rb"\w+")
+
 
 
 @dataclass
@@ -45,6 +46,9 @@ class Names:
                 leaf = qualified.rpartition(".")[2]
                 (names.classes if api.region_kind == LAYER_CLASS else names.functions).add(leaf)
         return names
+
+    def words(self) -> frozenset[str]:
+        return frozenset(self.functions | self.classes)
 
     def copy(self) -> Names:
         return Names(set(self.functions), set(self.classes))
@@ -99,33 +103,29 @@ class Names:
         return False
 
 
-class ByteFilter:
-    """`wants(data)`: may this file hold a checkpoint call or layer class, by `names`?"""
+class Mentions:
+    """Which names each file mentions as a whole word, each file read at most once per set
+    of new names. A file the cache knows unchanged starts with what it mentioned of the
+    names the cache knew, so a warm run reads nothing.
 
-    def __init__(self, names: Names):
-        self._functions = _words(names.functions)
-        self._classes = frozenset(name.encode() for name in names.classes)
+    Words are split out with one `\\w+` scan and intersected with the names: a regex
+    alternation of the ~600 names a large project derives is about seven times slower."""
 
-    def wants(self, data: bytes) -> bool:
-        return self.mentions_function(data) or self.subclasses(data)
+    def __init__(self, data: Callable[[str], bytes | None], recorded: dict[str, tuple[frozenset[str], frozenset[str]]]):
+        self._data = data
+        self._known = recorded  # path -> (names checked, names found among them)
 
-    def mentions_function(self, data: bytes) -> bool:
-        return self._functions is not None and self._functions.search(data) is not None
-
-    def subclasses(self, data: bytes) -> bool:
-        if not self._classes or b"class" not in data:
-            return False
-        for match in _CLASS_STATEMENT.finditer(data):
-            if any(word in self._classes for word in _WORD.findall(match.group(1))):
-                return True
-        return False
-
-
-def _words(names: Iterable[str]) -> re.Pattern[bytes] | None:
-    names = sorted(names, key=lambda n: (-len(n), n))
-    if not names:
-        return None
-    return re.compile(rb"\b(?:" + b"|".join(re.escape(name.encode()) for name in names) + rb")\b")
+    def of(self, path: str, words: frozenset[str]) -> frozenset[str]:
+        checked, found = self._known.get(path, (frozenset(), frozenset()))
+        missing = words - checked
+        if missing:
+            data = self._data(path)
+            if data is None:
+                return frozenset()
+            wanted = {name.encode() for name in missing}
+            found = found | {word.decode() for word in wanted.intersection(_WORD.findall(data))}
+            self._known[path] = (words if checked <= words else checked | words, found)
+        return found & words
 
 
 def leaf(dotted: str) -> str:

@@ -65,7 +65,7 @@ class LoadedModule:
         self.error = error
         self.digest = digest
         self.name = name  # internal module name
-        self.edges: tuple[str, ...] | None = None  # module names its code can reach (worker.py)
+        self.edges: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # what its code can reach (worker.module_edges)
 
 
 def content_digest(content: bytes | str) -> str:
@@ -143,6 +143,8 @@ class Project:
         digest = content_digest(content)
         root = import_root(key)
         name, package = self._module_name(key, root)
+        if self.module_path(name) not in (key, None):
+            name += "@shadowed"  # `pkg/a.py` beside `pkg/a/__init__.py`: no import reaches it
         try:
             source = load_source(key, display, content)
         except DecodeError as exc:
@@ -150,7 +152,7 @@ class Project:
             error = parse_error(placeholder, exc.message, exc.line, exc.column)
             loaded = LoadedModule(key, None, None, error, digest, name)
             self._by_path[key] = loaded
-            self.by_name.setdefault(name, loaded)
+            self.by_name[name] = loaded
             return loaded
         tree = parse(source)
         if isinstance(tree, Finding):
@@ -161,7 +163,7 @@ class Project:
             )
             loaded = LoadedModule(key, source, symbols, None, digest, name)
         self._by_path[key] = loaded
-        self.by_name.setdefault(name, loaded)
+        self.by_name[name] = loaded
         return loaded
 
     def loaded_at(self, path: str) -> LoadedModule | None:
@@ -186,11 +188,15 @@ class Project:
         self._by_path.clear()
         self.by_name.clear()
 
-    def module_named(self, name: str) -> ModuleSymbols | None:
-        """The project module with this dotted name, parsed on first use; None outside the project."""
+    def module_path(self, name: str) -> Path | None:
+        """The file an import of this dotted name loads; None outside the project."""
         if name not in self._path_by_name:
             self._path_by_name[name] = self._find_module(name)
-        path = self._path_by_name[name]
+        return self._path_by_name[name]
+
+    def module_named(self, name: str) -> ModuleSymbols | None:
+        """The project module with this dotted name, parsed on first use; None outside the project."""
+        path = self.module_path(name)
         if path is None:
             return None
         try:
@@ -266,7 +272,8 @@ class Project:
             return None
         parts[0] = parts[0].partition("@")[0]
         base = root.joinpath(*parts)
-        for candidate in (base.with_name(base.name + ".py"), base / "__init__.py", base.with_name(base.name + ".pyi")):
+        # a package wins over a module of the same name, as in Python's import system
+        for candidate in (base / "__init__.py", base.with_name(base.name + ".py"), base / "__init__.pyi", base.with_name(base.name + ".pyi")):
             if (self._key(candidate) in self.overlays or candidate.is_file()) and not self.is_excluded(candidate):
                 return candidate
         return None

@@ -129,10 +129,11 @@ class ModuleSymbols:
         # whether a project module defines a name (for `from module import *`)
         self.defines = defines or (lambda module, name: False)
         self.star_imports: list[str] = []
-        # modules the import statements name (internal names), for dependency tracking; a plain
-        # `import a.b` makes every `a.*` reachable through attributes, so `a` is also a prefix
+        # for dependency tracking (internal names): the modules import statements name, and
+        # what each import binds (`import a.b` binds `a`, `import a.b as c` and `from a import b`
+        # bind `a.b`), whose submodules the code can reach as attributes (`c.d.f()`)
         self.imported: list[str] = []
-        self.imported_prefixes: list[str] = []
+        self.bound_imports: list[str] = []
         self.checkpoint_names = None  # set by CallFinder: the names this module adds (prefilter.Names)
         self.source = source
         self.tree = tree
@@ -373,13 +374,14 @@ class _ScopeBuilder:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 symbols.imported.append(symbols.import_name(alias.name))
-                if not alias.asname:
-                    symbols.imported_prefixes.append(symbols.import_name(alias.name.partition(".")[0]))
                 if alias.asname:
-                    self.bind(scope, alias.asname, IMPORT, node, in_handler, target=symbols.import_name(alias.name))
+                    target = symbols.import_name(alias.name)
+                    self.bind(scope, alias.asname, IMPORT, node, in_handler, target=target)
                 else:
                     head = alias.name.partition(".")[0]
-                    self.bind(scope, head, IMPORT, node, in_handler, target=symbols.import_name(head))
+                    target = symbols.import_name(head)
+                    self.bind(scope, head, IMPORT, node, in_handler, target=target)
+                symbols.bound_imports.append(target)
             return True
         if isinstance(node, ast.ImportFrom):
             base = symbols.resolve_relative(node.module, node.level or 0)
@@ -395,6 +397,7 @@ class _ScopeBuilder:
                 target = f"{base}.{alias.name}" if base else None
                 if target:
                     symbols.imported.append(target)
+                    symbols.bound_imports.append(target)
                 self.bind(scope, alias.asname or alias.name, IMPORT, node, in_handler, target=target)
             return True
         if isinstance(node, ast.Global):

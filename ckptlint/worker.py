@@ -8,15 +8,17 @@ which files shared a state: every memo is a function of the modules it read.
 
 A file's result depends on the modules its analysis could have read: those reachable from
 it through import statements, among the modules this state loaded (a module the state never
-loaded cannot have influenced anything). That set, with each module's content digest, is
+loaded cannot have influenced anything). An import that binds a project module or package
+reaches every loaded module below it, since attributes reach submodules however they are
+spelled. That set, with each module's content digest, is
 what the cache checks on the next run.
 """
 
 from __future__ import annotations
 
+import bisect
 import gc
 import os
-import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -122,7 +124,8 @@ class Analyzer:
                 self.reported.add(path)
                 module = self.project.loaded_at(path)
                 if module is not None:
-                    self.edges[path] = [module.digest, sorted({external_name(n) for n in module_edges(self.project, module)})]
+                    named, packages = module_edges(self.project, module)
+                    self.edges[path] = [module.digest, sorted({external_name(n) for n in (*named, *packages)})]
         if len(self.project.loaded()) > MAX_MODULES:
             self.reset()
         return outcome
@@ -132,6 +135,9 @@ class Analyzer:
             return [loaded.error]
         symbols = loaded.symbols
         assert symbols is not None
+        # exactly the run's names (plus the file's own): not names other files analysed here
+        # added, so that the result is what the engine keys it by
+        self.finder.names = self.names.copy()
         calls = self.finder.checkpoint_calls(symbols)
         outcome.names = symbols.checkpoint_names
         analysis = Analysis(symbols, self.regions, calls, self.fix_builder)
@@ -179,36 +185,43 @@ def check_syntax(path: str, settings: Settings) -> Outcome:
 def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
     """Modules reachable from `loaded` through imports, among those loaded, with digests."""
     by_name = project.by_name
+    loaded_names: list[str] | None = None  # sorted, for the submodules of a bound import
     seen = {loaded.path: loaded}
     stack = [loaded]
     while stack:
         module = stack.pop()
-        for name in module_edges(project, module):
-            found = by_name.get(name)
+        named, packages = module_edges(project, module)
+        reached = [by_name.get(name) for name in named]
+        if packages:
+            loaded_names = loaded_names or sorted(by_name)
+            for package in packages:
+                prefix = package + "."
+                at = bisect.bisect_left(loaded_names, prefix)
+                while at < len(loaded_names) and loaded_names[at].startswith(prefix):
+                    reached.append(by_name[loaded_names[at]])
+                    at += 1
+        for found in reached:
             if found is not None and found.path not in seen:
                 seen[found.path] = found
                 stack.append(found)
     return {os.fspath(path): module.digest for path, module in seen.items()}
 
 
-def module_edges(project: Project, module: LoadedModule) -> tuple[str, ...]:
-    """Every module name the module's code can reach: what its imports name and their
-    packages, and for a plain `import pkg` of the project, each `pkg.a.b` its text spells."""
+def module_edges(project: Project, module: LoadedModule) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(every module name the module's imports name, with their packages; the project names
+    its imports bind, whose loaded submodules it can reach as attributes however it spells
+    them: `s.inner` after `import pkg.sub as s`, `p.sub` after `p = pkg`)."""
     if module.edges is not None:
         return module.edges
     symbols = module.symbols
     names: set[str] = set()
+    packages: set[str] = set()
     if symbols is not None:
         for name in (*symbols.imported, *symbols.star_imports):
             parts = name.split(".")
             names.update(".".join(parts[:cut]) for cut in range(1, len(parts) + 1))
-        for head in set(symbols.imported_prefixes):
-            if project.is_project_name(head):
-                spelled = head.partition("@")[0]
-                for chain in re.findall(rf"\b{re.escape(spelled)}(?:\.\w+)+", symbols.source.text):
-                    parts = [head, *chain.split(".")[1:]]
-                    names.update(".".join(parts[:cut]) for cut in range(1, len(parts) + 1))
-    module.edges = tuple(sorted(names))
+        packages.update(name for name in symbols.bound_imports if project.is_project_name(name))
+    module.edges = (tuple(sorted(names)), tuple(sorted(packages)))
     return module.edges
 
 

@@ -1,32 +1,42 @@
 """The files of one run: their size, content digest and bytes, each read at most once.
 
-A file whose size and modification time match what the cache recorded keeps its recorded
-digest and is not read at all (as git does); editor buffers and stdin (overlays) are
-digested from their text.
+A file whose stat data (size, modification and change times, inode) match what the cache
+recorded keeps its recorded digest and is not read at all, as git does. The change time
+catches edits that restore the modification time (`touch -r`, `cp -p`, `tar x`); like git's
+"racily clean" check, a file changed within `RACY_NS` of the run is not recorded, so an
+edit in the same clock tick as the run that read it is still seen. Editor buffers and stdin
+(overlays) are digested from their text.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ckptlint.project import content_digest
 
+RACY_NS = 2_000_000_000  # a file changed this recently may change again unseen in the same tick
+
 
 @dataclass
 class FileState:
-    size: int
-    mtime_ns: int
+    stat: tuple[int, ...]  # size, mtime_ns, ctime_ns, inode; () for an overlay
     digest: str | None = None  # None until known
     content: bytes | str | None = None
+
+    @property
+    def size(self) -> int:
+        return self.stat[0] if self.stat else len(self.content or "")
 
 
 class Workspace:
     def __init__(self, overlays: dict[str, bytes | str], recorded: dict[str, list]):
         self.overlays = overlays
-        self.recorded = recorded  # path -> [size, mtime_ns, digest] from the cache
+        self.recorded = recorded  # path -> [size, mtime_ns, ctime_ns, inode, digest] from the cache
         self._states: dict[str, FileState | None] = {}
+        self._started_ns = time.time_ns()
 
     def state(self, path: str) -> FileState | None:
         """The file's state; None when it cannot be read (raises nothing)."""
@@ -35,17 +45,17 @@ class Workspace:
         state: FileState | None
         overlay = self.overlays.get(path)
         if overlay is not None:
-            state = FileState(len(overlay), 0, content_digest(overlay), overlay)
+            state = FileState((), content_digest(overlay), overlay)
         else:
             try:
                 stat = os.stat(path)
-                state = FileState(stat.st_size, stat.st_mtime_ns)
+                state = FileState((stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino))
             except OSError:
                 state = None
             if state is not None:
                 recorded = self.recorded.get(path)
-                if recorded is not None and recorded[0] == state.size and recorded[1] == state.mtime_ns:
-                    state.digest = recorded[2]
+                if recorded is not None and tuple(recorded[:-1]) == state.stat:
+                    state.digest = recorded[-1]
         self._states[path] = state
         return state
 
@@ -82,13 +92,15 @@ class Workspace:
         return state.size if state is not None else 0
 
     def stats(self) -> dict[str, list]:
-        """What to record for the next run: size, modification time and digest of every file read."""
+        """What to record for the next run: stat data and digest of every file read, except
+        those changed too recently to trust their stat data."""
         recorded = dict(self.recorded)
+        recent = self._started_ns - RACY_NS
         for path, state in self._states.items():
-            if state is None:
+            if state is None or (state.stat and max(state.stat[1], state.stat[2]) >= recent):
                 recorded.pop(path, None)
             elif state.digest is not None and path not in self.overlays:
-                recorded[path] = [state.size, state.mtime_ns, state.digest]
+                recorded[path] = [*state.stat, state.digest]
         return recorded
 
     def drop_content(self) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ckptlint.cache import FORMAT
 from ckptlint.config import Config, load_config
 from ckptlint.engine import Linter
 from conftest import FIXTURES, run_cli
@@ -149,7 +150,7 @@ def test_a_corrupt_or_unwritable_cache_is_ignored(project: Path) -> None:
         index.write_text('{"format": 1, "entries": {"x": 1}')  # truncated JSON
     assert _found(_lint(project, "model.py")) == expected
     for index in (project / ".ckptlint_cache").glob("*/*.json"):
-        index.write_text(json.dumps({"format": 1, "entries": [], "stats": 3, "names": None, "files": {}}))
+        index.write_text(json.dumps({"format": FORMAT, "entries": [], "stats": 3, "names": None, "files": {}}))
     assert _found(_lint(project, "model.py")) == expected
     blocker = project / "blocked"
     blocker.write_text("a file where the cache directory should be")
@@ -198,3 +199,146 @@ def test_a_dying_worker_falls_back_to_one_process(project: Path, monkeypatch: py
     monkeypatch.setattr(worker, "start_process", lambda: os._exit(3))  # every worker dies at start
     result = _lint(project, *[f"model_{i}.py" for i in range(20)], jobs=2, cache=False)
     assert len(result.findings) == 20 and not result.problems
+
+
+# -- a warm run reports what a run without the cache reports --------------------------------
+
+
+def _same_with_and_without_cache(project: Path, *named: str) -> list[tuple[str, str, int]]:
+    warm = [f.to_dict() for f in _lint(project, *named).findings]
+    cold = [f.to_dict() for f in _lint(project, *named, cache=False).findings]
+    assert warm == cold
+    return [(f["path"], f["code"], f["line"]) for f in cold]
+
+
+def test_a_package_marker_that_comes_or_goes_renames_the_modules_below_it(project: Path) -> None:
+    (project / "models").mkdir()
+    (project / "models" / "model.py").write_text(MODEL)
+    (project / "models" / "blocks.py").write_text(RANDOM_BLOCK)
+    everything = ("model.py", "blocks.py", "models/model.py", "models/blocks.py")
+    assert _same_with_and_without_cache(project, *everything) == [("models/blocks.py", "CKP201", 5)]
+    (project / "models" / "__init__.py").write_text("")  # `from blocks import` now means ./blocks.py
+    assert _same_with_and_without_cache(project, *everything, "models/__init__.py") == []
+    (project / "models" / "__init__.py").unlink()
+    assert _same_with_and_without_cache(project, *everything) == [("models/blocks.py", "CKP201", 5)]
+
+
+@pytest.mark.parametrize(
+    ("imports", "block"),
+    [
+        ("import pkg.sub as s", "s.inner.Block()"),
+        ("from pkg import sub", "sub.inner.Block()"),
+        ("from . import sub", "sub.inner.Block()"),
+        ("import pkg as P", "P.sub.inner.Block()"),
+        ("import pkg\np = pkg", "p.sub.inner.Block()"),
+        ("import pkg", "(pkg\n            .sub.inner.Block)()"),
+    ],
+)
+def test_a_submodule_reached_as_an_attribute_is_a_dependency(project: Path, imports: str, block: str) -> None:
+    sub = project / "pkg" / "sub"
+    sub.mkdir(parents=True)
+    (project / "pkg" / "__init__.py").write_text("")
+    (sub / "__init__.py").write_text("")
+    (sub / "inner.py").write_text("import torch.nn as nn\n\n\nclass Block(nn.Module):\n    def forward(self, x):\n        return x * 2\n")
+    (project / "pkg" / "m.py").write_text(
+        f"import torch.nn as nn\n{imports}\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        f"class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.block = {block}\n\n"
+        "    def forward(self, x):\n        return checkpoint(self.block, x, use_reentrant=False)\n"
+    )
+    assert _same_with_and_without_cache(project, "pkg/m.py") == []
+    (sub / "inner.py").write_text(
+        "import random\n\nimport torch.nn as nn\n\n\nclass Block(nn.Module):\n    def forward(self, x):\n        return x * random.random()\n"
+    )
+    assert _same_with_and_without_cache(project, "pkg/m.py") == [("pkg/sub/inner.py", "CKP201", 8)]
+
+
+def test_which_root_wins_a_shared_top_level_name_does_not_depend_on_the_named_files(project: Path) -> None:
+    for directory in ("a", "b", "c"):
+        (project / directory).mkdir()
+    (project / "a" / "utils.py").write_text("def block(x):\n    return x * 2\n")
+    (project / "b" / "utils.py").write_text(RANDOM_BLOCK)
+    (project / "c" / "train.py").write_text(MODEL.replace("from blocks import", "from utils import"))
+    everything = _same_with_and_without_cache(project, "a/utils.py", "b/utils.py", "c/train.py")
+    assert _same_with_and_without_cache(project, "b/utils.py", "c/train.py") == everything == []  # a/ sorts first
+
+
+def test_an_edit_that_restores_size_and_modification_time_is_seen(project: Path) -> None:
+    import os
+
+    (project / "blocks.py").write_text(RANDOM_BLOCK)
+    old = (project / "blocks.py").stat()
+    os.utime(project / "blocks.py", ns=(old.st_atime_ns, old.st_mtime_ns - 10_000_000_000))  # not "racily" new
+    assert _found(_lint(project, "model.py")) == [("blocks.py", "CKP201", 5)]
+    edited = RANDOM_BLOCK.replace("random.random()", "2.0000000000000")
+    assert len(edited) == len(RANDOM_BLOCK)
+    before = (project / "blocks.py").stat()
+    (project / "blocks.py").write_text(edited)
+    os.utime(project / "blocks.py", ns=(before.st_atime_ns, before.st_mtime_ns))  # as `cp -p` or `touch -r` leave it
+    assert _same_with_and_without_cache(project, "model.py") == []
+
+
+def test_names_from_files_outside_the_run_are_not_used(project: Path) -> None:
+    (project / "blocks.py").write_text(RANDOM_BLOCK)
+    (project / "utils.py").write_text("import functools\nfrom torch.utils.checkpoint import checkpoint\n\nckpt = functools.partial(checkpoint, use_reentrant=False)\n")
+    (project / "model.py").write_text("from blocks import block\nfrom utils import ckpt\n\n\ndef forward(x):\n    return ckpt(block, x)\n")
+    assert _found(_lint(project, "model.py")) == [("blocks.py", "CKP201", 5)]  # the project run learns `ckpt`
+    config = load_config(project / "pyproject.toml", project)
+    alone = [
+        [f.to_dict() for f in Linter(config, base=project, cache_dir=cache).lint_files([project / "model.py"]).findings]
+        for cache in (project / ".ckptlint_cache", None)
+    ]
+    assert alone[0] == alone[1] == []  # without the project, nothing says `ckpt` is checkpoint
+
+
+LAYERS = "from transformers.modeling_layers import GradientCheckpointingLayer\n\n\nclass BaseLayer(GradientCheckpointingLayer):\n    pass\n"
+LEAF_BODY = "    def forward(self, x):\n        return x * 2  # HAZARD\n\n    def run(self, f, x):\n        return checkpoint(f, x, use_reentrant=False)\n"
+
+
+@pytest.mark.parametrize(
+    "leaf",
+    [
+        "import torch.nn as nn\nfrom pkg.mid import Mid\n\n\nclass Leaf(\n    nn.Module,  # (plain torch module)\n    Mid,\n):\n",
+        "from pkg.mid import Mid as MidLayer\n\n\nclass Leaf(MidLayer):\n",
+    ],
+    ids=["parenthesis-in-a-comment", "imported-under-another-name"],
+)
+def test_a_layer_class_learnt_later_is_seen_in_the_first_run(project: Path, leaf: str) -> None:
+    (project / "pkg").mkdir()
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "layers.py").write_text(LAYERS)
+    (project / "pkg" / "mid.py").write_text("from pkg.layers import BaseLayer\n\n\nclass Mid(BaseLayer):\n    pass\n")
+    text = "import random\n\nfrom torch.utils.checkpoint import checkpoint\n" + leaf + LEAF_BODY
+    (project / "pkg" / "leaf.py").write_text(text)
+    files = ("pkg/__init__.py", "pkg/layers.py", "pkg/mid.py", "pkg/leaf.py")
+    assert _same_with_and_without_cache(project, *files) == []
+    (project / "pkg" / "leaf.py").write_text(text.replace("x * 2  # HAZARD", "x * random.random()"))
+    line = text.splitlines().index("        return x * 2  # HAZARD") + 1
+    assert _same_with_and_without_cache(project, *files) == [("pkg/leaf.py", "CKP201", line)]
+
+
+def test_a_file_finds_its_own_names_in_any_order(project: Path) -> None:
+    (project / "blocks.py").write_text(RANDOM_BLOCK)
+    (project / "model.py").write_text(
+        "from functools import partial\n\nfrom torch.utils.checkpoint import checkpoint\n\nfrom blocks import block\n\n"
+        "first = partial(checkpoint, use_reentrant=False)\nsecond = first\n\n\ndef forward(x):\n    return second(block, x)\n"
+    )
+    (project / "layers.py").write_text(
+        "import random\n\nfrom transformers.modeling_layers import GradientCheckpointingLayer\n\n\n"
+        "class Leaf(Mid):\n    def forward(self, x):\n        return x * random.random()\n\n\n"
+        "class Mid(GradientCheckpointingLayer):\n    pass\n"
+    )
+    expected = [("blocks.py", "CKP201", 5), ("layers.py", "CKP201", 8)]
+    assert _same_with_and_without_cache(project, "model.py", "layers.py") == expected
+    assert _found(_lint(project, "model.py", "layers.py")) == expected
+
+
+def test_a_package_wins_over_a_module_of_the_same_name(project: Path) -> None:
+    (project / "pkg" / "a").mkdir(parents=True)
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "a" / "__init__.py").write_text("def block(x):\n    return x * 2\n")
+    (project / "pkg" / "a.py").write_text(RANDOM_BLOCK)  # shadowed: Python imports the package
+    (project / "pkg" / "m.py").write_text(MODEL.replace("from blocks import", "from pkg.a import"))
+    files = ("pkg/a.py", "pkg/a/__init__.py", "pkg/m.py")
+    assert _same_with_and_without_cache(project, *files) == []
+    (project / "pkg" / "a" / "__init__.py").write_text(RANDOM_BLOCK)
+    assert _same_with_and_without_cache(project, *files) == [("pkg/a/__init__.py", "CKP201", 5)]
