@@ -702,6 +702,10 @@ class FunctionInterpreter:
         if isinstance(func, ast.Attribute):
             if _is_super_call(func.value, self.module, self.scope):
                 return self.super_call(func.attr, node, arguments, keywords)
+            if self._names_a_module_attribute(func):  # `ops.scale(x)` after `from . import ops`
+                callee = self.eval(func)
+                if any(isinstance(item, (FunctionType, ClassObjectType, ClassType)) for item in callee.types):
+                    return self.invoke(callee, node, arguments, keywords)
             receiver = self.eval(func.value)
             return self.method_call(receiver, func.attr, node, arguments, keywords)
         return self.invoke(self.eval(func), node, arguments, keywords)

@@ -50,9 +50,12 @@ def _written_roots(node: ast.AST) -> Iterator[tuple[ast.expr, str]]:
 class FunctionFacts:
     """What one walk over a function finds, kept on the node: every analysis asks again.
 
-    `writes`: (statement or call, changed expression, how); `lazy`: names tested before
-    being set; `calls_on`: (receiver name, method) called; `called_names`: plain calls;
-    `registered`: names given to `register_buffer`/`register_parameter`.
+    `writes`: (statement or call, changed expression, how); `lazy`: names and paths whose
+    writes leave no trace a replay could repeat: tested before being set (lazy
+    initialisation, memos), everything an initialiser guarded by a "done" flag sets, and
+    what the function saves and restores (`old = self.mode; ...; self.mode = old`);
+    `calls_on`: (receiver name, method) called; `called_names`: plain calls; `registered`:
+    names given to `register_buffer`/`register_parameter`.
     """
 
     __slots__ = ("writes", "lazy", "calls_on", "called_names", "registered")
@@ -63,9 +66,25 @@ class FunctionFacts:
         self.called_names: set[str] = set()
         self.registered: set[str] = set()
         lazy: set[str] = set()
+        truth_tested: set[str] = set()  # names and paths tested for None or truth
+        set_true: set[str] = set()  # names and paths assigned a true constant (a "done" flag)
+        assigned_paths: set[str] = set()  # names and paths assigned
+        copies: list[tuple[str, str]] = []  # (target, source) of `a = b.c` and `b.c = a`
+        bindings_of: dict[str, int] = {}  # how often each local name is bound
         for node in walk(function):
             for root, how in _written_roots(node):
                 self.writes.append((node, root, how))
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)):
+                for bound in _bound_names(node):
+                    bindings_of[bound] = bindings_of.get(bound, 0) + 1
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = _path(node.targets[0]), _path(node.value)
+                if target is not None:
+                    assigned_paths.add(target)
+                    if isinstance(node.value, ast.Constant) and node.value.value:
+                        set_true.add(target)
+                    if value is not None and value != target:
+                        copies.append((target, value))
             if isinstance(node, ast.Call):
                 func = node.func
                 if isinstance(func, ast.Name):
@@ -78,6 +97,7 @@ class FunctionFacts:
                         if isinstance(first, ast.Constant) and isinstance(first.value, str):
                             self.registered.add(first.value)
             elif isinstance(node, (ast.If, ast.IfExp, ast.While)):
+                truth_tested.update(_tested_for_none_or_truth(node.test))
                 lazy.update(_tested_for_none_or_truth(node.test))
                 if isinstance(node, ast.If):
                     # memoisation: `if key != _loaded: _fn = load(key); _loaded = key` re-runs only on a new key
@@ -87,7 +107,12 @@ class FunctionFacts:
                     }
                     if tested & assigned:
                         lazy.update(assigned)
-        self.lazy = frozenset(lazy)
+        if truth_tested & set_true:  # `if _READY: return; _TRACKER = make(); _READY = True`
+            lazy.update(assigned_paths)
+        # `old = self.mode` (old bound once) ... `self.mode = old`: the function leaves it as it found it
+        saved = {target: source for target, source in copies if bindings_of.get(target) == 1}
+        restored = {target for target, source in copies if saved.get(source) == target}
+        self.lazy = frozenset(lazy | restored)
 
 
 def function_facts(function: ast.AST) -> FunctionFacts:
@@ -113,6 +138,26 @@ def _names(targets: list[ast.expr]) -> Iterator[ast.Name]:
             yield target
         elif isinstance(target, (ast.Tuple, ast.List)):
             yield from _names(list(target.elts))
+
+
+def _bound_names(node: ast.AST) -> Iterator[str]:
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
+        targets = [node.target]
+    else:
+        targets = [item.optional_vars for item in node.items if item.optional_vars is not None]  # type: ignore[attr-defined]
+    for name in _names(targets):
+        yield name.id
+
+
+def _path(expr: ast.expr) -> str | None:
+    """`name` or `name.attribute`: the forms lazy and restored writes are recognised in."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        return f"{expr.value.id}.{expr.attr}"
+    return None
 
 
 def _tested_for_none_or_truth(test: ast.expr) -> Iterator[str]:
@@ -256,6 +301,9 @@ CONFIGURATION_PREFIXES = (
     "reparameterise",
     "fuse",
     "switch_to_deploy",
+    "initialize",  # process set-up and tear-down (`initialize_model_parallel`) do not run
+    "initialise",  # between a micro-batch's forward and its backward
+    "destroy",
 )
 
 
