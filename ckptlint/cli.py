@@ -225,7 +225,9 @@ class LintRequest:
         )
         from_stdin = [t for t in targets if linter.has_overlay(t)]
         discovered = discover([t for t in targets if t not in from_stdin], linter.is_excluded, self.force_exclude)
-        result = linter.lint_files([*from_stdin, *discovered.files], discovered.problems, root)
+        walked_root = root is not None and any(os.path.abspath(t) == os.path.abspath(root) for t in targets)
+        project_files = discovered.files if walked_root else None  # `ckptlint .`: walk the tree once
+        result = linter.lint_files([*from_stdin, *discovered.files], discovered.problems, root, project_files)
         _report_problems(result.problems)
         return result
 

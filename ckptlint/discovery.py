@@ -37,27 +37,29 @@ class ExcludeMatcher:
     def __init__(self, patterns: Iterable[str], root: Path):
         patterns = list(patterns)
         self.root = Path(os.path.abspath(root))
+        self._root_text = os.fspath(self.root)
         self.component_patterns = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
         self.path_patterns = [p.strip("/") for p in patterns if "/" in p.rstrip("/")]
         # fnmatch's own translation, joined: one regex match per component instead of one per pattern
         self._component = _any_of(self.component_patterns)
         self._path = _any_of([*self.path_patterns, *(p + "/*" for p in self.path_patterns)])
 
-    def __call__(self, path: Path) -> bool:
-        relative = self._relative(Path(os.path.abspath(path)))
-        if self._component is not None and any(self._component.match(part) for part in relative.parts):
+    def __call__(self, path: Path | str) -> bool:
+        relative = self._relative(os.path.abspath(path))
+        if self._component is not None and any(self._component.match(part) for part in relative.split(os.sep) if part):
             return True
-        return self._path is not None and self._path.match(relative.as_posix()) is not None
+        return self._path is not None and self._path.match(relative.replace(os.sep, "/")) is not None
 
-    def _relative(self, absolute: Path) -> Path:
+    def _relative(self, absolute: str) -> str:
         """Only components below the configuration root (or the working directory) count:
-        a project that lives under a folder called `build` is not excluded."""
-        for base in (self.root, Path.cwd()):
-            try:
-                return absolute.relative_to(base)
-            except ValueError:
-                continue
-        return Path(absolute.name)
+        a project that lives under a folder called `build` is not excluded. (Strings, not
+        `Path`s: this runs for every entry of every walked directory.)"""
+        for base in (self._root_text, os.getcwd()):
+            if absolute == base:
+                return ""
+            if absolute.startswith(base.rstrip(os.sep) + os.sep):
+                return absolute[len(base.rstrip(os.sep)) + 1 :]
+        return os.path.basename(absolute)
 
 
 def _any_of(globs: list[str]) -> re.Pattern[str] | None:

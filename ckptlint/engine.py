@@ -112,15 +112,23 @@ class Linter:
 
     def lint_paths(self, paths: Sequence[Path], force_exclude: bool = False, project_root: Path | None = None) -> LintResult:
         discovered = discover(paths, self.is_excluded, force_exclude)
-        return self.lint_files(discovered.files, discovered.problems, project_root)
+        walked_root = project_root is not None and any(os.path.abspath(p) == os.path.abspath(project_root) for p in paths)
+        return self.lint_files(discovered.files, discovered.problems, project_root, discovered.files if walked_root else None)
 
     def lint_files(
-        self, files: Iterable[Path], problems: Iterable[PathProblem] = (), project_root: Path | None = None
+        self,
+        files: Iterable[Path],
+        problems: Iterable[PathProblem] = (),
+        project_root: Path | None = None,
+        project_files: list[Path] | None = None,
     ) -> LintResult:
-        """Lint `files`; with `project_root`, also follow checkpoint calls in the rest of the project."""
+        """Lint `files`; with `project_root`, also follow checkpoint calls in the rest of the
+        project (`project_files`, when the caller has already walked it)."""
         named = list(dict.fromkeys(os.path.abspath(file) for file in files))
         named_set = set(named)
-        others = [p for p in dict.fromkeys(os.path.abspath(f) for f in self._project_files(project_root)) if p not in named_set]
+        if project_files is None:
+            project_files = self._project_files(project_root)
+        others = [p for p in dict.fromkeys(os.path.abspath(f) for f in project_files) if p not in named_set]
         run = _Run(self, named, others)
         result = run.execute()
         result.problems = sorted([*problems, *result.problems], key=lambda p: p.path)
