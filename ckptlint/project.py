@@ -311,7 +311,13 @@ class Project:
                 return name
             module, rest = found
             binding = module.binding(module.scope, rest[0])
-            if binding is None or binding.kind in (DEF, CLASSDEF):
+            if binding is None:  # `from .core import *` in a package's __init__ re-exports it
+                star = module.star_target(rest[0])
+                if star is None:
+                    return name
+                name = ".".join([star, *rest[1:]])
+                continue
+            if binding.kind in (DEF, CLASSDEF):
                 return name
             resolved = module.binding_qualified_name(binding)
             if resolved is None:
