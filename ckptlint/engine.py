@@ -36,7 +36,7 @@ from ckptlint.prefilter import Mentions, Names
 from ckptlint.project import display_path, import_root, load_source
 from ckptlint.rules import ALL_RULES, Rule
 from ckptlint.source import DecodeError, SourceFile
-from ckptlint.worker import ISSUES_URL, Outcome, Settings, external_name
+from ckptlint.worker import ISSUES_URL, Outcome, Settings
 from ckptlint.workspace import Workspace
 
 ANALYSED, SYNTAX, SKIPPED = "analysed", "syntax", "skipped"
@@ -169,7 +169,8 @@ class _Run:
         self.workspace = Workspace(linter.overlays, self.index.stats)
         self.mentions = Mentions(self.workspace.data, self._recorded_mentions())
         # sorted: which root wins a top-level name two roots define must not depend on the named files
-        self.roots = sorted({os.fspath(_root(Path(p))) for p in self.files})
+        self._roots: dict[str, Path] = {}
+        self.roots = sorted({os.fspath(self._root(p)) for p in self.files})
         self.outcomes: dict[str, Outcome] = {}
         self.keys: dict[str, frozenset[str]] = {}  # candidate -> the key its result (fresh or cached) has
         self.reused: set[str] = set()  # candidates answered from the cache
@@ -295,14 +296,34 @@ class _Run:
         return entry is not None and entry.get("kind") in (SYNTAX, ANALYSED) and entry.get("digest") == self.workspace.digest(path)
 
     def _added_or_removed_modules(self) -> list[str] | None:
-        """The names of modules added or removed since the cached run; None when a package
-        marker (`__init__.py`) came or went, which renames every module below it."""
-        if not self.index.files:
-            return []
+        """Every name the modules added or removed since the cached run can be imported as;
+        None when a package marker (`__init__.py`) came or went, which renames the modules
+        below it, or when the import roots changed, which changes what top-level names mean."""
         changed = set(self.index.files) ^ set(self.files)
+        if not self.index.files or not changed:
+            return []
         if any(Path(p).stem == "__init__" for p in changed):
             return None
-        return sorted({_module_name(Path(p)) for p in changed})
+        if {os.fspath(self._root(p)) for p in self.index.files} != set(self.roots):
+            return None
+        names: set[str] = set()
+        for path in changed:
+            for root in self.roots:  # a directory without `__init__.py` is a namespace package from any root above it
+                if path.startswith(root.rstrip(os.sep) + os.sep):
+                    parts = list(Path(os.path.relpath(path, root)).with_suffix("").parts)
+                    if parts and parts[-1] == "__init__":
+                        parts.pop()
+                    names.add(".".join(parts))
+        return sorted(names)
+
+    def _root(self, path: str) -> Path:
+        """The file's import root, memoised per directory for this run only (a package marker
+        added later, in a long-running language server, moves it)."""
+        directory = os.path.dirname(path)
+        root = self._roots.get(directory)
+        if root is None:
+            root = self._roots[directory] = import_root(Path(path))
+        return root
 
     def _record(self, outcome: Outcome, words: frozenset[str]) -> None:
         """Keep an outcome; an analysis is keyed by the names it ran with (`words`)."""
@@ -446,24 +467,6 @@ def _imports_any(imports: Iterable[str], modules: list[str]) -> bool:
             if name == module or name.startswith(module + ".") or module.startswith(name + "."):
                 return True
     return False
-
-
-_ROOTS: dict[str, Path] = {}
-
-
-def _root(path: Path) -> Path:
-    directory = os.fspath(path.parent)
-    root = _ROOTS.get(directory)
-    if root is None:
-        root = _ROOTS[directory] = import_root(path)
-    return root
-
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(_root(path)).with_suffix("").parts)
-    if parts and parts[-1] == "__init__":
-        parts.pop()
-    return external_name(".".join(parts))
 
 
 def _longest_prefix(code: str, prefixes: Iterable[str]) -> int:

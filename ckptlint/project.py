@@ -100,8 +100,9 @@ class Project:
         self.overlays = {self._key(p): text for p, text in (overlays or {}).items()}
         self.base = base or Path.cwd()
         self._by_path: dict[Path, LoadedModule] = {}
-        self.by_name: dict[str, LoadedModule] = {}  # loaded modules by internal name
         self._path_by_name: dict[str, Path | None] = {}
+        self._directory_by_name: dict[str, Path | None] = {}
+        self._listings: dict[Path, frozenset[str]] = {}
         self._top_level: dict[Path, frozenset[str]] = {}  # names importable from each root
         self._head_index: dict[str, Path] | None = None  # internal top-level name -> root
         self._heads: dict[tuple[Path, str], str] = {}  # (root, top-level name) -> internal name
@@ -126,6 +127,7 @@ class Project:
             self.roots.append(root)
             self._head_index = None
             self._path_by_name.clear()
+            self._directory_by_name.clear()
 
     def add_file(self, path: Path) -> None:
         self.add_root(import_root(self._key(path)))
@@ -152,7 +154,6 @@ class Project:
             error = parse_error(placeholder, exc.message, exc.line, exc.column)
             loaded = LoadedModule(key, None, None, error, digest, name)
             self._by_path[key] = loaded
-            self.by_name[name] = loaded
             return loaded
         tree = parse(source)
         if isinstance(tree, Finding):
@@ -163,7 +164,6 @@ class Project:
             )
             loaded = LoadedModule(key, source, symbols, None, digest, name)
         self._by_path[key] = loaded
-        self.by_name[name] = loaded
         return loaded
 
     def loaded_at(self, path: str) -> LoadedModule | None:
@@ -186,13 +186,21 @@ class Project:
                 scope.children = []
             symbols.import_name = symbols.defines = None  # type: ignore[assignment]
         self._by_path.clear()
-        self.by_name.clear()
 
     def module_path(self, name: str) -> Path | None:
         """The file an import of this dotted name loads; None outside the project."""
         if name not in self._path_by_name:
             self._path_by_name[name] = self._find_module(name)
         return self._path_by_name[name]
+
+    def module_directory(self, name: str) -> Path | None:
+        """The directory a dotted name denotes as a package (with or without `__init__.py`)."""
+        if name not in self._directory_by_name:
+            parts = name.split(".")
+            root = self._namespace().get(parts[0]) if all(parts) else None
+            directory = root.joinpath(parts[0].partition("@")[0], *parts[1:]) if root is not None else None
+            self._directory_by_name[name] = directory if directory is not None and directory.is_dir() else None
+        return self._directory_by_name[name]
 
     def module_named(self, name: str) -> ModuleSymbols | None:
         """The project module with this dotted name, parsed on first use; None outside the project."""
@@ -271,12 +279,33 @@ class Project:
         if root is None:
             return None
         parts[0] = parts[0].partition("@")[0]
-        base = root.joinpath(*parts)
+        directory, leaf = root.joinpath(*parts[:-1]), parts[-1]
+        entries = self._entries(directory)
+        package = directory / leaf
+        package_entries = self._entries(package) if leaf in entries else frozenset()
         # a package wins over a module of the same name, as in Python's import system
-        for candidate in (base / "__init__.py", base.with_name(base.name + ".py"), base / "__init__.pyi", base.with_name(base.name + ".pyi")):
-            if (self._key(candidate) in self.overlays or candidate.is_file()) and not self.is_excluded(candidate):
+        for candidate, present in (
+            (package / "__init__.py", "__init__.py" in package_entries),
+            (directory / f"{leaf}.py", f"{leaf}.py" in entries),
+            (package / "__init__.pyi", "__init__.pyi" in package_entries),
+            (directory / f"{leaf}.pyi", f"{leaf}.pyi" in entries),
+        ):
+            if present and not self.is_excluded(candidate):
                 return candidate
         return None
+
+    def _entries(self, directory: Path) -> frozenset[str]:
+        """A directory's entry names and the editor buffers in it, listed once: module
+        lookups ask about many names that are not modules (`pkg.mod.Class`)."""
+        entries = self._listings.get(directory)
+        if entries is None:
+            try:
+                names = set(os.listdir(directory))
+            except OSError:
+                names = set()
+            names.update(o.relative_to(directory).parts[0] for o in self.overlays if o != directory and o.is_relative_to(directory))
+            entries = self._listings[directory] = frozenset(names)
+        return entries
 
     # -- names across modules -------------------------------------------------
 

@@ -183,23 +183,26 @@ def check_syntax(path: str, settings: Settings) -> Outcome:
 
 
 def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
-    """Modules reachable from `loaded` through imports, among those loaded, with digests."""
-    by_name = project.by_name
-    loaded_names: list[str] | None = None  # sorted, for the submodules of a bound import
+    """Modules reachable from `loaded` through imports, among those loaded, with digests.
+    Names are resolved to files as the analysis resolves them (a namespace package's
+    `pkg.utils` is the file `pkg/utils.py`, whatever name that file has as a root of its own)."""
+    loaded_paths: list[str] | None = None  # sorted, for the modules below a bound package
     seen = {loaded.path: loaded}
     stack = [loaded]
     while stack:
         module = stack.pop()
         named, packages = module_edges(project, module)
-        reached = [by_name.get(name) for name in named]
-        if packages:
-            loaded_names = loaded_names or sorted(by_name)
-            for package in packages:
-                prefix = package + "."
-                at = bisect.bisect_left(loaded_names, prefix)
-                while at < len(loaded_names) and loaded_names[at].startswith(prefix):
-                    reached.append(by_name[loaded_names[at]])
-                    at += 1
+        reached = [project.loaded_at(os.fspath(path)) for path in map(project.module_path, named) if path is not None]
+        for package in packages:
+            directory = project.module_directory(package)
+            if directory is None:
+                continue
+            loaded_paths = loaded_paths or sorted(os.fspath(m.path) for m in project.loaded())
+            prefix = os.fspath(directory) + os.sep
+            at = bisect.bisect_left(loaded_paths, prefix)
+            while at < len(loaded_paths) and loaded_paths[at].startswith(prefix):
+                reached.append(project.loaded_at(loaded_paths[at]))
+                at += 1
         for found in reached:
             if found is not None and found.path not in seen:
                 seen[found.path] = found
