@@ -114,15 +114,18 @@ class Mentions:
     def __init__(self, data: Callable[[str], bytes | None], recorded: dict[str, tuple[frozenset[str], frozenset[str]]]):
         self._data = data
         self._known = recorded  # path -> (names checked, names found among them)
+        self._encoded: dict[frozenset[str], frozenset[bytes]] = {}  # most files miss the same names
 
     def of(self, path: str, words: frozenset[str]) -> frozenset[str]:
         checked, found = self._known.get(path, (frozenset(), frozenset()))
-        missing = words - checked
+        missing = words - checked if checked else words
         if missing:
             data = self._data(path)
             if data is None:
                 return frozenset()
-            wanted = {name.encode() for name in missing}
+            wanted = self._encoded.get(missing)
+            if wanted is None:
+                wanted = self._encoded[missing] = frozenset(name.encode() for name in missing)
             found = found | {word.decode() for word in wanted.intersection(_WORD.findall(data))}
             self._known[path] = (words if checked <= words else checked | words, found)
         return found & words
