@@ -20,7 +20,7 @@ from ckptlint import torch_api
 from ckptlint.syntax import child_nodes, walk
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.inference import TypeInference, display_name
-from ckptlint.mutability import Mutability, lazy_initialised_names
+from ckptlint.mutability import Mutability, dotted_path, lazy_initialised_names
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, ModuleSymbols, Scope
 from ckptlint.values import (
@@ -413,7 +413,7 @@ class FunctionInterpreter:
         elif isinstance(target, ast.Subscript):
             base = self.eval(target.value)
             self.eval(target.slice)
-            if _dotted(target.value) not in lazy_initialised_names(self.scope.node):  # a keyed memo is filled once
+            if dotted_path(target.value) not in lazy_initialised_names(self.scope.node):  # a keyed memo is filled once
                 self.mutate(base, target, "item assignment into", tensor=self._input_tensor(base))
 
     def augmented_assign(self, node: ast.AugAssign) -> None:
@@ -995,23 +995,14 @@ def _is_memo_check(node: ast.If) -> bool:
     test = node.test
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.In, ast.NotIn))):
         return False
-    container = _dotted(test.comparators[0])
+    container = dotted_path(test.comparators[0])
     return container is not None and any(
-        isinstance(target, ast.Subscript) and _dotted(target.value) == container
+        isinstance(target, ast.Subscript) and dotted_path(target.value) == container
         for statement in node.body
         for child in walk(statement)
         if isinstance(child, ast.Assign)
         for target in child.targets
     )
-
-
-def _dotted(expr: ast.expr) -> str | None:
-    """`cache` or `self.cache`: how a memo container is named in a condition."""
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-        return f"{expr.value.id}.{expr.attr}"
-    return None
 
 
 def _merge_envs(envs: list[dict[str, Value]]) -> dict[str, Value]:

@@ -78,7 +78,7 @@ class FunctionFacts:
                 for bound in _bound_names(node):
                     bindings_of[bound] = bindings_of.get(bound, 0) + 1
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target, value = _path(node.targets[0]), _path(node.value)
+                target, value = dotted_path(node.targets[0]), dotted_path(node.value)
                 if target is not None:
                     assigned_paths.add(target)
                     if isinstance(node.value, ast.Constant) and node.value.value:
@@ -97,8 +97,9 @@ class FunctionFacts:
                         if isinstance(first, ast.Constant) and isinstance(first.value, str):
                             self.registered.add(first.value)
             elif isinstance(node, (ast.If, ast.IfExp, ast.While)):
-                truth_tested.update(_tested_for_none_or_truth(node.test))
-                lazy.update(_tested_for_none_or_truth(node.test))
+                tested_here = set(_tested_for_none_or_truth(node.test))
+                truth_tested |= tested_here
+                lazy |= tested_here
                 if isinstance(node, ast.If):
                     # memoisation: `if key != _loaded: _fn = load(key); _loaded = key` re-runs only on a new key
                     tested = {n.id for n in walk(node.test) if isinstance(n, ast.Name)}
@@ -151,8 +152,8 @@ def _bound_names(node: ast.AST) -> Iterator[str]:
         yield name.id
 
 
-def _path(expr: ast.expr) -> str | None:
-    """`name` or `name.attribute`: the forms lazy and restored writes are recognised in."""
+def dotted_path(expr: ast.expr) -> str | None:
+    """`name` or `name.attribute`: the forms lazy, memoised and restored state is named in."""
     if isinstance(expr, ast.Name):
         return expr.id
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
@@ -162,10 +163,9 @@ def _path(expr: ast.expr) -> str | None:
 
 def _tested_for_none_or_truth(test: ast.expr) -> Iterator[str]:
     """Names (`_cache`) and attribute paths (`self._ready`) a condition tests for None or truth."""
-    if isinstance(test, ast.Name):
-        yield test.id
-    elif isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name):
-        yield f"{test.value.id}.{test.attr}"
+    path = dotted_path(test)
+    if path is not None:
+        yield path
     elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         yield from _tested_for_none_or_truth(test.operand)
     elif isinstance(test, ast.BoolOp):

@@ -106,7 +106,6 @@ class Project:
         self._top_level: dict[Path, frozenset[str]] = {}  # names importable from each root
         self._head_index: dict[str, Path] | None = None  # internal top-level name -> root
         self._heads: dict[tuple[Path, str], str] = {}  # (root, top-level name) -> internal name
-        self.linted_files: list[Path] = []  # the files linted as named, not only reached
         self.roots: list[Path] = []
         for root in roots:
             self.add_root(root)
@@ -128,9 +127,6 @@ class Project:
             self._head_index = None
             self._path_by_name.clear()
             self._directory_by_name.clear()
-
-    def add_file(self, path: Path) -> None:
-        self.add_root(import_root(self._key(path)))
 
     # -- loading --------------------------------------------------------------
 

@@ -102,9 +102,3 @@ class Workspace:
             elif state.digest is not None and path not in self.overlays:
                 recorded[path] = [*state.stat, state.digest]
         return recorded
-
-    def drop_content(self) -> None:
-        """Free the bytes read for the prefilter once they are no longer needed."""
-        for path, state in self._states.items():
-            if state is not None and path not in self.overlays:
-                state.content = None
