@@ -16,9 +16,10 @@ from typing import NoReturn, Sequence
 import click
 
 from ckptlint import __version__
-from ckptlint.cache import CACHE_DIR_NAME
+from ckptlint.engine.cache import CACHE_DIR_NAME
 from ckptlint.config import Config, ConfigError, find_config, load_config, parse_codes
-from ckptlint.discovery import PathProblem, find_project_root
+from ckptlint.engine.discovery import find_project_root
+from ckptlint.result import PathProblem
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -189,9 +190,9 @@ class LintRequest:
 
     def run(self):
         """Lint, reporting unreadable paths on stderr; exits 2 on a bad configuration."""
-        from ckptlint.discovery import discover
-        from ckptlint.engine import Linter
-        from ckptlint.parallel import default_jobs
+        from ckptlint.engine.discovery import discover
+        from ckptlint.engine.linter import Linter
+        from ckptlint.engine.parallel import default_jobs
 
         paths = list(self.paths) or ["."]
         stdin_path = Path(self.stdin_filename or "-")
@@ -268,23 +269,23 @@ def check(
     request.want_fixes = fix or diff or output_format in FORMATS_WITH_FIXES
     result = request.run()
     if add_noqa or fix or diff:
-        from ckptlint import fixing
+        from ckptlint import apply_fixes
 
-        changes = fixing.noqa_changes(result) if add_noqa else fixing.fixed_files(result, unsafe_fixes)
+        changes = apply_fixes.noqa_changes(result) if add_noqa else apply_fixes.fixed_files(result, unsafe_fixes)
         if diff:
-            text = fixing.unified_diff(changes)
+            text = apply_fixes.unified_diff(changes)
             click.echo(text, nl=False)
             sys.exit(EXIT_FINDINGS if changes else EXIT_CLEAN)
         if request.from_stdin:
-            click.echo(fixing.stdin_text(result, changes), nl=False)
+            click.echo(apply_fixes.stdin_text(result, changes), nl=False)
             sys.exit(EXIT_CLEAN)
         if add_noqa:
-            fixing.write(changes)
+            apply_fixes.write(changes)
             if not quiet:
                 count = sum(change.fixed for change in changes)
                 click.echo(f"Added noqa comments for {count} finding{'s' if count != 1 else ''} in {len(changes)} file{'s' if len(changes) != 1 else ''}.", err=True)
             sys.exit(EXIT_CLEAN)
-        fixed = fixing.write(changes)
+        fixed = apply_fixes.write(changes)
         result = request.run()
         if not quiet and fixed:
             click.echo(f"Fixed {fixed} finding{'s' if fixed != 1 else ''}.", err=True)
@@ -371,7 +372,7 @@ def lsp(tcp: bool, host: str, port: int) -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), envvar="CKPTLINT_CACHE_DIR", help="The cache to remove.")
 def clean(path: str | None, cache_dir: str | None) -> None:
     """Remove the cache (.ckptlint_cache in the project root of PATH, default: here)."""
-    from ckptlint.cache import clean as remove
+    from ckptlint.engine.cache import clean as remove
 
     if cache_dir:
         directory = Path(cache_dir)

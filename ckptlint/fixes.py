@@ -1,5 +1,5 @@
 """Applying fixes: text edits in code point columns, so every surface (--fix, --diff, SARIF,
-the language server) applies the same edits. The edits themselves come from cst_fixes.py.
+the language server) applies the same edits. The edits themselves come from fix_builder.py.
 """
 
 from __future__ import annotations

@@ -36,9 +36,9 @@ class Flake8Plugin:
 def findings_for_file(filename: str, text: str) -> list:
     from ckptlint.cli import project_root_for, resolve_config
     from ckptlint.config import Config, ConfigError
-    from ckptlint.cache import CACHE_DIR_NAME
-    from ckptlint.engine import Linter
-    from ckptlint.parallel import default_jobs
+    from ckptlint.engine.cache import CACHE_DIR_NAME
+    from ckptlint.engine.linter import Linter
+    from ckptlint.engine.parallel import default_jobs
     from ckptlint.project import display_path
 
     # with --stdin-display-name flake8 passes the display name: a file that is not there

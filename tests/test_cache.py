@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptlint.cache import FORMAT
+from ckptlint.engine.cache import FORMAT
 from ckptlint.config import Config, load_config
 from ckptlint.engine import Linter
 from conftest import FIXTURES, run_cli
@@ -191,7 +191,7 @@ def test_a_cache_with_malformed_findings_is_ignored(project: Path) -> None:
 def test_a_dying_worker_falls_back_to_one_process(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from ckptlint import worker
+    from ckptlint.engine import worker
 
     for index in range(20):
         (project / f"block_{index}.py").write_text(RANDOM_BLOCK)

@@ -22,7 +22,7 @@ from lsprotocol.converters import get_converter
 from pygls.lsp.server import LanguageServer
 
 from ckptlint import __version__
-from ckptlint.diagnostics import diagnostic
+from ckptlint.reporters.diagnostics import diagnostic
 from ckptlint.finding import SAFE, Edit, Finding, Fix
 from ckptlint.fixes import chosen_fixes
 from ckptlint.noqa import noqa_edits
@@ -50,7 +50,7 @@ class CkptlintServer(LanguageServer):
         return getattr(encoding, "value", encoding)  # an enum member: its str() is its name
 
     def cache_dir(self, config) -> Path | None:  # noqa: ANN001
-        from ckptlint.cache import CACHE_DIR_NAME
+        from ckptlint.engine.cache import CACHE_DIR_NAME
 
         override = os.environ.get("CKPTLINT_CACHE_DIR")
         return Path(override) if override else (config.root if config.path is not None else self.root) / CACHE_DIR_NAME
@@ -64,7 +64,7 @@ class CkptlintServer(LanguageServer):
         """Findings for one open document, from the unsaved text of every open document."""
         from ckptlint.cli import project_root_for, resolve_config
         from ckptlint.config import Config, ConfigError
-        from ckptlint.engine import Linter
+        from ckptlint.engine.linter import Linter
         from ckptlint.project import display_path
 
         document = self.workspace.get_text_document(uri)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ckptlint.engine import LintResult
+from ckptlint.result import LintResult
 from ckptlint.rules import RULES_BY_CODE
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from ckptlint import __version__
-from ckptlint.engine import LintResult
+from ckptlint.result import LintResult
 
 SCHEMA_VERSION = 1
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ckptlint.diagnostics import diagnostic, file_uri
-from ckptlint.engine import LintResult
+from ckptlint.reporters.diagnostics import diagnostic, file_uri
+from ckptlint.result import LintResult
 
 
 def render(result: LintResult, **_: object) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ckptlint.engine import LintResult
+from ckptlint.result import LintResult
 
 
 def render(result: LintResult, show_source: bool = False, statistics: bool = False, quiet: bool = False, **_: object) -> str:

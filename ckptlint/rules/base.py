@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from ckptlint.finding import Finding, Fix, Site
+from ckptlint.rules.context import RuleContext
 from ckptlint.symbols import ModuleSymbols
-
-if TYPE_CHECKING:
-    from ckptlint.analysis import Analysis
 
 
 class Rule:
@@ -30,7 +28,7 @@ class Rule:
     fixable: bool = False
     options: dict = {}  # configuration the rule needs to run (Config fields), for docs and tests
 
-    def check(self, analysis: Analysis) -> Iterator[Finding]:
+    def check(self, context: RuleContext) -> Iterator[Finding]:
         return iter(())
 
     def document(self) -> str:
@@ -104,11 +102,11 @@ class RegionRule(Rule):
     def applies(self, call, effect) -> bool:
         return True
 
-    def check(self, analysis: Analysis) -> Iterator[Finding]:
-        for call in analysis.calls:
-            for effect in analysis.region_effects(call):
+    def check(self, context: RuleContext) -> Iterator[Finding]:
+        for call in context.calls:
+            for effect in context.region_effects(call):
                 if effect.kind in self.kinds and self.applies(call, effect):
-                    site = analysis.site(call, effect.chain)
+                    site = context.site(call, effect.chain)
                     yield finding_at(effect.module, effect.node, self.code, self.describe(call, effect), (site,))
 
     def describe(self, call, effect) -> str:

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ckptlint.calls import NONE, OMITTED
 from ckptlint.finding import Finding
-from ckptlint.rules.base import Rule, finding_at
+from ckptlint.rules.base import Rule, RuleContext, finding_at
 
 
 class ImplicitUseReentrant(Rule):
@@ -50,8 +50,8 @@ class ImplicitUseReentrant(Rule):
         `**kwargs` gets no fix (it is not flagged either).
     """
 
-    def check(self, analysis) -> Iterator[Finding]:
-        for call in analysis.calls:
+    def check(self, context: RuleContext) -> Iterator[Finding]:
+        for call in context.calls:
             if not call.api.checks_use_reentrant:
                 continue
             flag = call.use_reentrant
@@ -66,7 +66,7 @@ class ImplicitUseReentrant(Rule):
                 f"{what}: torch 2.x falls back to the reentrant implementation with a warning; "
                 "pass use_reentrant=False (recommended) or use_reentrant=True to keep today's behaviour"
             )
-            yield finding_at(call.module, call.node, self.code, summary, fixes=analysis.fixes_for(call))
+            yield finding_at(call.module, call.node, self.code, summary, fixes=context.fixes_for(call))
 
 
 def _callee_text(call) -> str:

@@ -6,7 +6,7 @@ import ast
 from typing import Iterator
 
 from ckptlint.finding import Finding
-from ckptlint.rules.base import Rule, finding_at
+from ckptlint.rules.base import Rule, RuleContext, finding_at
 
 
 class RngStateNotPreserved(Rule):
@@ -42,8 +42,8 @@ class RngStateNotPreserved(Rule):
         region with no random op, where it saves the cost of saving RNG state.
     """
 
-    def check(self, analysis) -> Iterator[Finding]:
-        for call in analysis.calls:
+    def check(self, context: RuleContext) -> Iterator[Finding]:
+        for call in context.calls:
             keyword = call.keyword("preserve_rng_state")
             if keyword is None or not _is_false(keyword.value):
                 continue
@@ -51,8 +51,8 @@ class RngStateNotPreserved(Rule):
                 "preserve_rng_state=False: the replay does not restore torch's RNG, so dropout "
                 "and random torch ops draw different numbers in backward than in forward"
             )
-            summary += analysis.stochastic_note(call)
-            sites = () if keyword.module is call.module and _inside(keyword.node, call.node) else (analysis.site(call),)
+            summary += context.stochastic_note(call)
+            sites = () if keyword.module is call.module and _inside(keyword.node, call.node) else (context.site(call),)
             yield finding_at(keyword.module, keyword.node, self.code, summary, sites)
 
 

@@ -1,6 +1,6 @@
 """CKP201: Python `random` or NumPy draws inside a checkpointed region."""
 
-from ckptlint.effects import RANDOM_DRAW
+from ckptlint.regions.interpreter import RANDOM_DRAW
 from ckptlint.rules.base import RegionRule
 
 

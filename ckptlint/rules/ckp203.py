@@ -1,6 +1,6 @@
 """CKP203: the region mutates a container or attribute that outlives it."""
 
-from ckptlint.effects import OUTER_STATE
+from ckptlint.regions.interpreter import OUTER_STATE
 from ckptlint.rules.base import RegionRule
 
 

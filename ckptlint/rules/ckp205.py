@@ -1,6 +1,6 @@
 """CKP205: the region moves tensors across devices."""
 
-from ckptlint.effects import DEVICE_MOVE
+from ckptlint.regions.interpreter import DEVICE_MOVE
 from ckptlint.rules.base import RegionRule
 
 

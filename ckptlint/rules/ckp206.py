@@ -1,6 +1,6 @@
 """CKP206: control flow in the region on mutable or untracked state."""
 
-from ckptlint.effects import GRAD_MODE_BRANCH, UNSTABLE_BRANCH
+from ckptlint.regions.interpreter import GRAD_MODE_BRANCH, UNSTABLE_BRANCH
 from ckptlint.rules.base import RegionRule
 
 

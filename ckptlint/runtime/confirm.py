@@ -22,7 +22,7 @@ def static_findings(findings_file: str | None, lint_paths: Sequence[str]) -> tup
         return data["findings"], os.getcwd()
     if lint_paths:
         from ckptlint.cli import project_root_for, resolve_config
-        from ckptlint.engine import Linter
+        from ckptlint.engine.linter import Linter
 
         targets = [Path(p) for p in lint_paths]
         config = resolve_config(None, targets)

@@ -1,151 +1,33 @@
-"""The pipeline: discover -> prefilter -> analyse (in parallel, or from the cache) -> merge ->
-scope -> suppress -> select.
+"""One `Linter.lint_files` call: which files to analyse, what the cache answers, the merge.
 
-`Linter` is what the CLI, the flake8 plugin and the language server use. It never
-raises for bad input: unreadable paths become `problems`, unparsable files CKP000, and
-an internal error in one file is a problem naming the file while the others' findings
-are still reported.
-
-Scope: a region hazard usually lives in another file than the call that replays it
-(a block's module vs the model's). With a project root, checkpoint calls are looked
-for in the whole project, and a finding is reported when it lies in a file the user
-named or is reached from a checkpoint call in one. So `pre-commit` on a changed
-block file, `flake8` (one file at a time) and a full run agree.
-
-Only files that can hold a checkpoint call are analysed (prefilter.py); the names they
-add for checkpoint APIs can make more files eligible, so selection and analysis repeat
-until no new name turns up. Named files that cannot hold a call are only parsed (CKP000).
+The selection loop grows the names that can mean checkpointing until no new one turns up
+(see `Run`); the merge scopes findings to the named files, applies `# noqa` and selection.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable
 
-from ckptlint.cache import Cache, Index, cache_key
-from ckptlint.catalogue import DEFAULT_CATALOGUE, Catalogue
-from ckptlint.config import Config
-from ckptlint.discovery import ExcludeMatcher, PathProblem, discover
+from ckptlint.engine.cache import Cache, Index, cache_key
+from ckptlint.engine.parallel import execute
+from ckptlint.engine.worker import ISSUES_URL, Outcome
+from ckptlint.engine.workspace import Workspace
 from ckptlint.finding import Finding, merge_findings
-from ckptlint.noqa import Suppressions, apply_suppressions, suppressions_for
-from ckptlint.parallel import execute
+from ckptlint.noqa import apply_suppressions, suppressions_for
 from ckptlint.prefilter import Mentions, Names
 from ckptlint.project import display_path, import_root, load_source
-from ckptlint.rules import ALL_RULES, Rule
+from ckptlint.result import LintResult, PathProblem
 from ckptlint.source import DecodeError, SourceFile
-from ckptlint.worker import ISSUES_URL, Outcome, Settings
-from ckptlint.workspace import Workspace
+
+if TYPE_CHECKING:
+    from ckptlint.engine.linter import Linter
 
 ANALYSED, SYNTAX, SKIPPED = "analysed", "syntax", "skipped"
 
 
-@dataclass
-class LintResult:
-    findings: list[Finding] = field(default_factory=list)
-    problems: list[PathProblem] = field(default_factory=list)
-    files: int = 0
-    calls: list[dict] = field(default_factory=list)  # described checkpoint calls of the named files
-    suppressions: dict[str, Suppressions] = field(default_factory=dict)
-    sources: dict[str, SourceFile] = field(default_factory=dict)  # by display path, for files with findings
-    linted: list[str] = field(default_factory=list)  # absolute paths of the named files read
-    analysed: int = 0  # files analysed in this run (the rest came from the cache or were not needed)
-
-    @property
-    def fatal(self) -> bool:
-        return any(problem.fatal for problem in self.problems)
-
-
-class Linter:
-    """Lints files of one project with one configuration."""
-
-    def __init__(
-        self,
-        config: Config,
-        overlays: dict[Path, bytes | str] | None = None,
-        base: Path | None = None,
-        jobs: int = 1,
-        cache_dir: Path | None = None,
-        want_fixes: bool = False,
-        want_calls: bool = False,
-    ):
-        self.config = config
-        self.base = base or Path.cwd()
-        self.is_excluded = ExcludeMatcher(config.all_excludes, config.root)
-        self.catalogue: Catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
-        self.overlays = {os.path.abspath(path): text for path, text in (overlays or {}).items()}
-        self.jobs = max(1, jobs)
-        self.cache_dir = cache_dir
-        self.want_fixes = want_fixes
-        self.want_calls = want_calls
-        self.rules: list[Rule] = [rule for rule in ALL_RULES if self.selected(rule.code)]
-
-    def has_overlay(self, path: Path) -> bool:
-        return os.path.abspath(path) in self.overlays
-
-    # -- selection ------------------------------------------------------------
-
-    def selected(self, code: str, path: str | None = None) -> bool:
-        """flake8's decision: the most specific matching prefix of select vs ignore wins."""
-        config = self.config
-        chosen = _longest_prefix(code, config.select + config.extend_select)
-        ignored = _longest_prefix(code, config.ignore + self._file_ignores(path))
-        return chosen > ignored
-
-    def _file_ignores(self, path: str | None) -> tuple[str, ...]:
-        if path is None or not self.config.per_file_ignores:
-            return ()
-        absolute = Path(os.path.abspath(self.base / path))
-        try:
-            relative = absolute.relative_to(Path(os.path.abspath(self.config.root))).as_posix()
-        except ValueError:
-            relative = absolute.as_posix()
-        codes: list[str] = []
-        for pattern, pattern_codes in self.config.per_file_ignores:
-            if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(absolute.name, pattern):
-                codes.extend(pattern_codes)
-        return tuple(codes)
-
-    # -- linting --------------------------------------------------------------
-
-    def lint_paths(self, paths: Sequence[Path], force_exclude: bool = False, project_root: Path | None = None) -> LintResult:
-        discovered = discover(paths, self.is_excluded, force_exclude)
-        walked_root = project_root is not None and any(os.path.abspath(p) == os.path.abspath(project_root) for p in paths)
-        return self.lint_files(discovered.files, discovered.problems, project_root, discovered.files if walked_root else None)
-
-    def lint_files(
-        self,
-        files: Iterable[Path],
-        problems: Iterable[PathProblem] = (),
-        project_root: Path | None = None,
-        project_files: list[Path] | None = None,
-    ) -> LintResult:
-        """Lint `files`; with `project_root`, also follow checkpoint calls in the rest of the
-        project (`project_files`, when the caller has already walked it)."""
-        named = list(dict.fromkeys(os.path.abspath(file) for file in files))
-        named_set = set(named)
-        if project_files is None:
-            project_files = self._project_files(project_root)
-        others = [p for p in dict.fromkeys(os.path.abspath(f) for f in project_files) if p not in named_set]
-        run = _Run(self, named, others)
-        result = run.execute()
-        result.problems = sorted([*problems, *result.problems], key=lambda p: p.path)
-        return result
-
-    def settings(self) -> Settings:
-        codes = tuple(rule.code for rule in self.rules)
-        overlays = tuple(sorted(self.overlays.items()))
-        return Settings(self.config, os.fspath(self.base), codes, self.want_fixes, self.want_calls, overlays)
-
-    def _project_files(self, project_root: Path | None) -> list[Path]:
-        if project_root is None:
-            return []
-        return discover([project_root], self.is_excluded).files
-
-
-class _Run:
+class Run:
     """One `lint_files` call: which files to analyse, what the cache answers, the merge.
 
     The names that can mean checkpointing grow from the catalogue's: a file that mentions
@@ -467,16 +349,3 @@ def _imports_any(imports: Iterable[str], modules: list[str]) -> bool:
             if name == module or name.startswith(module + ".") or module.startswith(name + "."):
                 return True
     return False
-
-
-def _longest_prefix(code: str, prefixes: Iterable[str]) -> int:
-    return max((len(p) for p in prefixes if code.startswith(p)), default=-1)
-
-
-def lint_source(text: str, path: str = "example.py", config: Config | None = None) -> list[Finding]:
-    """Lint one module given as text (it is never written to disk): for tests, docs and tools."""
-    base = Path.cwd()
-    config = config or Config(root=base)
-    target = base / path
-    linter = Linter(config, overlays={target: text}, base=base)
-    return linter.lint_files([target]).findings

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from ckptlint import torch_api
+from ckptlint.regions import torch_api
 from ckptlint.syntax import walk
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.symbols import ASSIGN, MODULE, OTHER, UNPACK, ModuleSymbols

@@ -24,16 +24,16 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckptlint.analysis import Analysis
+from ckptlint.rules.context import RuleContext
 from ckptlint.calls import CallFinder
 from ckptlint.catalogue import DEFAULT_CATALOGUE
 from ckptlint.classes import ClassIndex
 from ckptlint.config import Config
-from ckptlint.discovery import ExcludeMatcher
+from ckptlint.engine.discovery import ExcludeMatcher
 from ckptlint.finding import Finding
 from ckptlint.prefilter import Names
 from ckptlint.project import LoadedModule, Project, content_digest, display_path, load_source, read_content
-from ckptlint.region_analysis import RegionAnalysis
+from ckptlint.regions.effects import RegionEffects
 from ckptlint.rules import ALL_RULES
 from ckptlint.source import DecodeError, SourceFile
 from ckptlint.syntax import parse, parse_error
@@ -70,7 +70,7 @@ class Outcome:
     analysed: bool = False  # False: only parsed (a named file that cannot hold a call)
 
 
-class Analyzer:
+class WorkerState:
     """The analysis state of one process, for one set of settings."""
 
     def __init__(self, settings: Settings, names: Names):
@@ -89,10 +89,10 @@ class Analyzer:
         catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
         classes = ClassIndex(self.project)
         self.finder = CallFinder(self.project, catalogue, classes, self.names)
-        self.regions = RegionAnalysis(self.project, classes)
+        self.regions = RegionEffects(self.project, classes)
         self.fix_builder = None
         if self.settings.want_fixes:
-            from ckptlint.cst_fixes import FixBuilder
+            from ckptlint.fix_builder import FixBuilder
 
             self.fix_builder = FixBuilder()
 
@@ -140,10 +140,10 @@ class Analyzer:
         self.finder.names = self.names.copy()
         calls = self.finder.checkpoint_calls(symbols)
         outcome.names = symbols.checkpoint_names
-        analysis = Analysis(symbols, self.regions, calls, self.fix_builder)
+        context = RuleContext(symbols, self.regions, calls, self.fix_builder)
         findings: list[Finding] = []
         for rule in self.rules:
-            findings.extend(rule.check(analysis))
+            findings.extend(rule.check(context))
         if self.settings.want_calls:
             from ckptlint.call_report import describe_call
 
@@ -244,7 +244,7 @@ def _too_deep(loaded: LoadedModule) -> Finding:
 
 # -- process entry points ----------------------------------------------------------------
 
-_ANALYZER: Analyzer | None = None
+_STATE: WorkerState | None = None
 
 
 def start_process() -> None:
@@ -259,19 +259,19 @@ def run_job(
 ) -> tuple[list[Outcome], dict[str, list]]:
     """Analyse `analyse` and check the syntax of `syntax_only`, in this process; also the
     import edges of modules the outcomes depend on that this process has not reported yet."""
-    global _ANALYZER
-    if _ANALYZER is None or _ANALYZER.settings != settings:
-        _ANALYZER = Analyzer(settings, names)
+    global _STATE
+    if _STATE is None or _STATE.settings != settings:
+        _STATE = WorkerState(settings, names)
     else:
-        _ANALYZER.names.update(names)
-    _ANALYZER.add_roots(roots)
-    outcomes = [_ANALYZER.analyse(path) for path in analyse]
+        _STATE.names.update(names)
+    _STATE.add_roots(roots)
+    outcomes = [_STATE.analyse(path) for path in analyse]
     outcomes.extend(check_syntax(path, settings) for path in syntax_only)
-    edges, _ANALYZER.edges = _ANALYZER.edges, {}
+    edges, _STATE.edges = _STATE.edges, {}
     return outcomes, edges
 
 
 def forget() -> None:
     """Drop this process's analysis state (the in-process runner calls it after a run)."""
-    global _ANALYZER
-    _ANALYZER = None
+    global _STATE
+    _STATE = None

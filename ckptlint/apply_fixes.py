@@ -12,7 +12,7 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-from ckptlint.engine import LintResult
+from ckptlint.result import LintResult
 from ckptlint.finding import Finding
 from ckptlint.fixes import apply_edits, chosen_fixes
 from ckptlint.noqa import noqa_edits

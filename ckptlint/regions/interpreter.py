@@ -5,7 +5,7 @@ name where its object comes from (`values.Value`): created in the region, an inp
 outer state, a module-level global. It records an `Effect` for every random draw,
 mutation of state that outlives the region, in-place op on a tensor that outlives it,
 running-statistics update, device move and branch on unstable state. Calls into project
-code are followed: `EffectAnalysis.summary` computes each (function, calling context)
+code are followed: `Summaries.summary` computes each (function, calling context)
 once and the caller adds the callee's effects with the call chain. Rules read effects;
 they never walk trees.
 """
@@ -16,14 +16,14 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
-from ckptlint import torch_api
+from ckptlint.regions import torch_api
 from ckptlint.syntax import child_nodes, walk
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.inference import TypeInference, display_name
-from ckptlint.mutability import Mutability, dotted_path, lazy_initialised_names
+from ckptlint.regions.inference import TypeInference, display_name
+from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, ModuleSymbols, Scope
-from ckptlint.values import (
+from ckptlint.regions.values import (
     ordered,
     CONST,
     CONST_VALUE,
@@ -103,7 +103,7 @@ class Summary:
 EMPTY_SUMMARY = Summary()
 
 
-class EffectAnalysis:
+class Summaries:
     """Summaries of project functions, each computed once per calling context."""
 
     def __init__(self, project: Project, classes: ClassIndex, inference: TypeInference, mutability: Mutability):
@@ -131,7 +131,7 @@ class EffectAnalysis:
 
 
 class FunctionInterpreter:
-    def __init__(self, analysis: EffectAnalysis, module: ModuleSymbols, scope: Scope, context: Context):
+    def __init__(self, analysis: Summaries, module: ModuleSymbols, scope: Scope, context: Context):
         self.analysis = analysis
         self.inference = analysis.inference
         self.module = module

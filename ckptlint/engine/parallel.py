@@ -12,9 +12,9 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
 
-from ckptlint import worker
+from ckptlint.engine import worker
 from ckptlint.prefilter import Names
-from ckptlint.worker import Outcome, Settings
+from ckptlint.engine.worker import Outcome, Settings
 
 MIN_FILES_PER_WORKER = 8  # below this, workers cost more than they save
 CHUNK = 6  # files per job: small enough to balance two workers, large enough to share state

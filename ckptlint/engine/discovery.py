@@ -14,15 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from ckptlint.result import PathProblem
+
 PYTHON_SUFFIXES = (".py", ".pyi")
 PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
-
-
-@dataclass(frozen=True)
-class PathProblem:
-    path: str
-    message: str
-    fatal: bool = True  # a path that could not be read: exit code 2
 
 
 @dataclass(frozen=True)

@@ -6,19 +6,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ckptlint.calls import CheckpointCall
-from ckptlint.effects import TORCH_RANDOM, Effect
 from ckptlint.finding import Fix, Site
-from ckptlint.region_analysis import RegionAnalysis
+from ckptlint.regions.interpreter import TORCH_RANDOM, Effect
 from ckptlint.symbols import ModuleSymbols
 
 if TYPE_CHECKING:
-    from ckptlint.cst_fixes import FixBuilder
+    from ckptlint.fix_builder import FixBuilder
+    from ckptlint.regions.effects import RegionEffects
 
 
 @dataclass
-class Analysis:
+class RuleContext:
     module: ModuleSymbols
-    regions: RegionAnalysis
+    regions: RegionEffects
     calls: list[CheckpointCall] = field(default_factory=list)
     fix_builder: FixBuilder | None = None  # None: no fixes wanted (text output), libcst not needed
 

@@ -14,11 +14,11 @@ import ast
 from dataclasses import replace
 from typing import Iterable
 
-from ckptlint import torch_api
+from ckptlint.regions import torch_api
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope
-from ckptlint.values import (
+from ckptlint.regions.values import (
     OUTER,
     ClassObjectType,
     ClassType,

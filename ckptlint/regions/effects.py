@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.classes import ClassIndex
-from ckptlint.effects import RUNNING_STATS, Effect, EffectAnalysis
-from ckptlint.inference import TypeInference
-from ckptlint.mutability import Mutability
+from ckptlint.regions.interpreter import RUNNING_STATS, Effect, Summaries
+from ckptlint.regions.inference import TypeInference
+from ckptlint.regions.mutability import Mutability
 from ckptlint.project import Project
-from ckptlint.regions import RegionEntry, RegionResolver, RunningStatsRegion
+from ckptlint.regions.resolve import RegionEntry, RegionResolver, RunningStatsRegion
 
 
-class RegionAnalysis:
+class RegionEffects:
     def __init__(self, project: Project, classes: ClassIndex):
         self.inference = TypeInference(project, classes)
         self.mutability = Mutability(classes)
-        self.effects = EffectAnalysis(project, classes, self.inference, self.mutability)
+        self.effects = Summaries(project, classes, self.inference, self.mutability)
         self.resolver = RegionResolver(classes, self.inference)
         self._by_call: dict[int, list[Effect]] = {}
 

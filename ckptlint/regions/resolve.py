@@ -12,15 +12,15 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, replace
 
-from ckptlint import torch_api
+from ckptlint.regions import torch_api
 from ckptlint.syntax import walk
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULE, MODULES
 from ckptlint.classes import ClassIndex
-from ckptlint.effects import Context
-from ckptlint.inference import TypeInference, display_name
+from ckptlint.regions.interpreter import Context
+from ckptlint.regions.inference import TypeInference, display_name
 from ckptlint.symbols import ModuleSymbols, Scope
-from ckptlint.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types, ordered
+from ckptlint.regions.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types, ordered
 
 
 @dataclass(frozen=True, eq=False)

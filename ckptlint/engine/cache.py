@@ -5,7 +5,7 @@ One JSON index per configuration under `.ckptlint_cache/<version>/` in the proje
 those it causes in other files through its regions), the names it adds for checkpoint
 APIs, and the digest of every module its result depends on (worker.py says which). An entry
 is used when none of those changed; the run's checker also drops entries that a new or
-removed module, or a newly derived API name, could change (engine.py).
+removed module, or a newly derived API name, could change (run.py).
 
 JSON, not pickle: a cache directory can come from anywhere (a checked-out repository), and
 loading it must never run code. A corrupt or foreign index is ignored and rewritten. Writes
