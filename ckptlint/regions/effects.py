@@ -6,9 +6,12 @@ each class's attribute types are computed once however many calls reach them.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ckptlint.calls import CheckpointCall
 from ckptlint.classes import ClassIndex
-from ckptlint.regions.interpreter import RUNNING_STATS, Effect, Summaries
+from ckptlint.regions.interpreter import Summaries
+from ckptlint.regions.summary import RUNNING_STATS, Effect
 from ckptlint.regions.inference import TypeInference
 from ckptlint.regions.mutability import Mutability
 from ckptlint.project import Project
@@ -40,13 +43,6 @@ class RegionEffects:
 
     def _entry_effects(self, entry: RegionEntry | RunningStatsRegion, call: CheckpointCall) -> list[Effect]:
         if isinstance(entry, RunningStatsRegion):
-            detail = (
-                f"the region is a {entry.name}, which updates running_mean/running_var in training: "
-                "the replay updates them a second time (momentum applied twice)"
-            )
-            return [Effect(RUNNING_STATS, call.module, entry.node, detail)]
+            return [Effect(RUNNING_STATS, call.module, entry.node, "region", (("module_class", entry.name),))]
         summary = self.effects.summary(entry.module, entry.scope, entry.context)
-        return [
-            Effect(e.kind, e.module, e.node, e.detail, (entry.name, *e.chain) if e.chain else (), e.depends_on)
-            for e in summary.effects
-        ]
+        return [replace(e, chain=(entry.name, *e.chain)) if e.chain else e for e in summary.effects]

@@ -13,16 +13,28 @@ they never walk trees.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Iterable, Sequence
 
 from ckptlint.regions import torch_api
 from ckptlint.syntax import child_nodes, walk
-from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.regions.inference import TypeInference, display_name
+from ckptlint.classes import ClassIndex
+from ckptlint.regions.inference import TypeInference
+from ckptlint.regions.library_calls import NONE_TYPE, LibraryCalls
 from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, ModuleSymbols, Scope
+from ckptlint.regions.summary import (
+    EMPTY_SUMMARY,
+    GLOBAL_STATE,
+    GRAD_MODE_BRANCH,
+    OUTER_STATE,
+    TENSOR_STATE,
+    UNSTABLE_BRANCH,
+    Context,
+    Effect,
+    Summary,
+)
 from ckptlint.regions.values import (
     ordered,
     CONST,
@@ -37,70 +49,19 @@ from ckptlint.regions.values import (
     ClassType,
     ContainerType,
     FunctionType,
-    RngType,
     Value,
     Volatility,
     element_types,
     merge,
 )
 
-RANDOM_DRAW = "random-draw"  # CKP201
-GLOBAL_STATE = "global-state"  # CKP202
-OUTER_STATE = "outer-state"  # CKP203
-TENSOR_STATE = "tensor-state"  # CKP204
-RUNNING_STATS = "running-stats"  # CKP204, undone by wrappers that neutralise running stats
-DEVICE_MOVE = "device-move"  # CKP205
-UNSTABLE_BRANCH = "unstable-branch"  # CKP206
-GRAD_MODE_BRANCH = "grad-mode-branch"  # CKP206 when the replay is reentrant
-TORCH_RANDOM = "torch-random"  # not a finding: tells CKP102 whether RNG matters
-
 MAX_CALL_DEPTH = 12
-_SAME_DEVICE = ClassType("<device of a tensor in the region>")
 _TENSOR = ClassType("torch.Tensor")
-_NONE = ClassType("builtins.NoneType")
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "complex"})
 _CONTAINER_ANNOTATIONS = {
     **dict.fromkeys(("dict", "Dict", "Mapping", "MutableMapping", "OrderedDict", "defaultdict"), torch_api.MAPPING),
     **dict.fromkeys(("list", "List", "Sequence", "MutableSequence", "set", "Set", "tuple", "Tuple", "deque"), torch_api.SEQUENCE),
 }
-
-
-@dataclass(frozen=True, eq=False)
-class Effect:
-    kind: str
-    module: ModuleSymbols
-    node: ast.AST
-    detail: str
-    chain: tuple[str, ...] = ()  # functions called from the region entry down to this one
-    depends_on: frozenset = frozenset()  # for branches: the mutable state they read (all of it)
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.kind, id(self.node))
-
-
-@dataclass(frozen=True)
-class Context:
-    """What a function is called with: `self`, its arguments, its closure; entries take inputs."""
-
-    receiver: Value | None = None
-    arguments: tuple[tuple[str, Value], ...] = ()
-    closure: tuple[tuple[str, Value], ...] = ()
-    entry: bool = False  # a region entry: its parameters are inputs of the checkpoint call
-    # how many positional arguments and which keywords the checkpoint call passes (None: unknown, all)
-    entry_positional: int | None = None
-    entry_keywords: tuple[str, ...] = ()
-    closure_in_region: bool = False  # the closure's variables belong to a frame inside the region
-
-
-@dataclass(frozen=True)
-class Summary:
-    effects: tuple[Effect, ...] = ()
-    returns: Value = LOCAL_VALUE
-    writes: frozenset = frozenset()  # attributes and globals it (or its callees) writes
-
-
-EMPTY_SUMMARY = Summary()
 
 
 class Summaries:
@@ -143,6 +104,7 @@ class FunctionInterpreter:
         self._seen: set[tuple[str, int]] = set()
         self.returns: list[Value] = []
         self.written: set[tuple[str, str]] = set()  # state this execution has written so far
+        self.library = LibraryCalls(self)
 
     # -- driver ---------------------------------------------------------------
 
@@ -215,15 +177,18 @@ class FunctionInterpreter:
         if isinstance(default, (ast.List, ast.Dict, ast.Set)):
             return Value(frozenset({OUTER}), path="a mutable default argument")
         if isinstance(default, ast.Constant) and default.value is None:
-            return Value(frozenset({CONST}), frozenset({_NONE}))
+            return Value(frozenset({CONST}), frozenset({NONE_TYPE}))
         return CONST_VALUE
 
     # -- effects --------------------------------------------------------------
 
-    def add(self, kind: str, node: ast.AST, detail: str, module: ModuleSymbols | None = None, chain=(), depends_on=frozenset()) -> None:
-        if depends_on and depends_on <= self.written:
+    def add(self, kind: str, node: ast.AST, variant: str, depends_on: frozenset = frozenset(), **facts: str) -> None:
+        """Record an effect of this function; `facts` are what the rule's message quotes."""
+        self.record(Effect(kind, self.module, node, variant, tuple(facts.items()), depends_on=depends_on))
+
+    def record(self, effect: Effect) -> None:
+        if effect.depends_on and effect.depends_on <= self.written:
             return  # the region wrote that state itself earlier in this run: the replay reads the same
-        effect = Effect(kind, module or self.module, node, detail, tuple(chain), depends_on)
         if effect.key not in self._seen:
             self._seen.add(effect.key)
             self.effects.append(effect)
@@ -240,17 +205,13 @@ class FunctionInterpreter:
         what = f"`{target.path}`" if target.path else "an object"
         globals_ = target.global_names
         if globals_:
-            self.add(
-                GLOBAL_STATE,
-                node,
-                f"{action} {what}, module-level state that outlives the region: the replay does it again",
-            )
+            self.add(GLOBAL_STATE, node, "mutation", action=action, subject=what)
             return
         if tensor or self._is_tensor_state(target):
             kind_of = self._tensor_kind(target)
-            self.add(TENSOR_STATE, node, f"{action} {kind_of} {what}, which outlives the region: the replay applies it again")
+            self.add(TENSOR_STATE, node, "mutation", action=action, tensor_kind=kind_of, subject=what)
             return
-        self.add(OUTER_STATE, node, f"{action} {what}, which outlives the region: the replay does it again")
+        self.add(OUTER_STATE, node, "mutation", action=action, subject=what)
 
     def _is_tensor_state(self, value: Value) -> bool:
         if value.attribute is not None and self._is_buffer_or_parameter(value.attribute):
@@ -274,19 +235,9 @@ class FunctionInterpreter:
         reasons = [reason.text for reason in others]
         depends_on = frozenset(r.state for r in others) if others and all(r.state for r in others) else frozenset()
         if GRAD_MODE in value.volatile:
-            self.add(
-                GRAD_MODE_BRANCH,
-                test,
-                "branches on torch.is_grad_enabled(): reentrant checkpoint runs the forward under no_grad "
-                "and the replay with grad enabled, so the two take different paths",
-            )
+            self.add(GRAD_MODE_BRANCH, test, "grad-mode")
         if reasons:
-            self.add(
-                UNSTABLE_BRANCH,
-                test,
-                "control flow depends on " + "; ".join(reasons) + ", which can differ between forward and replay",
-                depends_on=depends_on,
-            )
+            self.add(UNSTABLE_BRANCH, test, "unstable", depends_on=depends_on, reasons="; ".join(reasons))
 
     # -- statements -----------------------------------------------------------
 
@@ -383,18 +334,13 @@ class FunctionInterpreter:
             if name in self.scope.globals:
                 self.written.add(("global", name))
                 if name not in lazy_initialised_names(self.scope.node):  # `if _x is None: _x = ...` is fine
-                    self.add(GLOBAL_STATE, target, f"rebinds module-level `{name}` (declared global): the replay does it again")
+                    self.add(GLOBAL_STATE, target, "global-rebind", name=name)
                 return
             if name in self.scope.nonlocals:
                 if self.context.closure_in_region and name in self.closure:
                     self.closure[name] = value  # the enclosing function's frame is inside the region too
                     return
-                self.add(
-                    GLOBAL_STATE,
-                    target,
-                    f"rebinds `{name}` of the enclosing function (declared nonlocal), which outlives the region: "
-                    "the replay does it again",
-                )
+                self.add(GLOBAL_STATE, target, "nonlocal-rebind", name=name)
                 return
             self.env[name] = replace(value, path=name)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -511,19 +457,6 @@ class FunctionInterpreter:
         volatile = frozenset({Volatility(f"global `{name}` ({reason})", ("global", name))}) if reason else frozenset()
         return Value(frozenset({GLOBAL + name}), types, volatile, path=name)
 
-    def _stores_a_device(self, value: Value) -> bool:
-        """`obj.device` names a chosen device only when obj's class assigns `self.device = ...`.
-
-        Otherwise it is a tensor's device or a property giving a model's parameters' device:
-        where the region's tensors already are.
-        """
-        for item in ordered(value.types):
-            if isinstance(item, ClassType):
-                info = self.analysis.classes.by_name(item.name)
-                if info is not None and self.analysis.classes.attribute_assignments(info, "device"):
-                    return True
-        return False
-
     def eval_Attribute(self, node: ast.Attribute) -> Value:
         if isinstance(node.value, ast.Name):
             stored = self.env.get(f"{node.value.id}.{node.attr}")
@@ -536,7 +469,7 @@ class FunctionInterpreter:
                 types = self.inference.binding_types(found[0], found[1], 1)
                 return self._global_object(found[0], found[1].name, types)
             return Value(frozenset({CONST}), self.inference.types(node, self.module, self.scope), path=ast.unparse(node))
-        return self._attribute_of(self.eval(node.value), node.attr)
+        return self.attribute_of(self.eval(node.value), node.attr)
 
     def _names_a_module_attribute(self, node: ast.Attribute) -> bool:
         """`np.random`, `config.FLAG`: the chain starts at an imported module, not at a value."""
@@ -558,10 +491,12 @@ class FunctionInterpreter:
             self.written.add((owner, attribute))
         return Value(base.origins, path=path, attribute=(owners[0], attribute))
 
-    def _attribute_of(self, base: Value, attribute: str) -> Value:
+    def attribute_of(self, base: Value, attribute: str) -> Value:
         path = f"{base.path}.{attribute}" if base.path else attribute
-        if attribute == "device" and not self._stores_a_device(base):
-            return Value(frozenset({LOCAL}), frozenset({_SAME_DEVICE}), path=path)  # a tensor's (or model's) own device
+        if attribute == "device":
+            own = self.library.own_device(base, path)
+            if own is not None:
+                return own
         if attribute in ("shape", "dtype", "ndim", "is_cuda", "requires_grad", "training"):
             return Value(frozenset({CONST}), path=path)
         if not base.outlives_region:
@@ -696,7 +631,7 @@ class FunctionInterpreter:
                 self.eval(keyword.value)
         name = self._callee_name(func)
         if name is not None:
-            known = self.library_call(name, node, arguments, keywords)
+            known = self.library.function(name, node, arguments, keywords)
             if known is not None:
                 return known
         if isinstance(func, ast.Attribute):
@@ -719,134 +654,15 @@ class FunctionInterpreter:
         name = self.module.qualified_name(func, self.scope)
         return None if name is None else self.analysis.project.canonical_name(name)
 
-    def library_call(self, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
-        short = torch_api.short_name(name)
-        volatile = frozenset().union(*(v.volatile for v in [*arguments, *keywords.values()]))
-        if torch_api.is_python_draw(name):
-            self.add(
-                RANDOM_DRAW,
-                node,
-                f"`{ast.unparse(node.func)}()` draws from Python's global `random` generator, which checkpoint does "
-                "not save: the replay draws a different number",
-            )
-            return Value(volatile=frozenset({Volatility(f"a random draw (`{ast.unparse(node.func)}()`)")}))
-        if torch_api.is_numpy_draw(name):
-            self.add(
-                RANDOM_DRAW,
-                node,
-                f"`{ast.unparse(node.func)}()` draws from NumPy's global generator, which checkpoint does not save: "
-                "the replay draws different numbers",
-            )
-            return Value(volatile=frozenset({Volatility(f"a random draw (`{ast.unparse(node.func)}()`)")}))
-        if name in torch_api.PYTHON_RNG_CLASSES:
-            return Value(types=frozenset({RngType("python", bool(node.args or node.keywords))}))
-        if name.startswith("numpy.random.") and short in torch_api.NUMPY_RNG_CONSTRUCTORS:
-            return Value(types=frozenset({RngType("numpy", bool(node.args or node.keywords))}))
-        if name in torch_api.TORCH_RANDOM_FUNCTIONS or (
-            name == "torch.nn.functional.scaled_dot_product_attention" and _has_dropout(node)
-        ):
-            self.add(TORCH_RANDOM, node, f"`{ast.unparse(node.func)}()`")
-        if name in torch_api.CLOCK_FUNCTIONS:
-            return Value(volatile=frozenset({Volatility(f"wall-clock time (`{ast.unparse(node.func)}()`)")}))
-        if name in torch_api.GRAD_MODE_FUNCTIONS:
-            return Value(volatile=frozenset({GRAD_MODE}))
-        if name == "torch.nn.functional.batch_norm":
-            self._functional_batch_norm(node, arguments, keywords)
-            return LOCAL_VALUE
-        if name == "builtins.getattr" and arguments:
-            attribute = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
-            if isinstance(attribute, str):
-                return self._attribute_of(arguments[0], attribute)
-            return Value(arguments[0].origins, volatile=arguments[0].volatile, path=arguments[0].path)
-        if name == "builtins.setattr" and arguments:
-            self.mutate(arguments[0], node, "`setattr()` on")
-            return CONST_VALUE
-        if name == "builtins.super":
-            return CONST_VALUE
-        if name.startswith("builtins."):
-            if short in torch_api.VOLATILITY_PRESERVING_BUILTINS:
-                return Value(volatile=volatile)
-            return None if short in ("next", "iter", "map", "filter", "zip", "enumerate", "reversed", "sorted") else LOCAL_VALUE
-        if name.startswith("torch."):
-            return self._torch_call(name, node, arguments, keywords)
-        return None
-
-    def _torch_call(self, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
-        if "out" in keywords:
-            self.mutate(keywords["out"], node, f"`{ast.unparse(node.func)}(out=...)` writes into", tensor=True)
-        if name.startswith("torch.nn.init.") and name.endswith("_") and arguments:
-            self.mutate(arguments[0], node, f"in-place `{ast.unparse(node.func)}()` on", tensor=True)
-        short = torch_api.short_name(name)
-        device = _keyword(node, "device")
-        if device is not None and short in torch_api.TORCH_FACTORIES:
-            self.device_move(node, device, f"`{ast.unparse(node.func)}(device=...)` creates a tensor")
-        if short[:1].isupper():
-            if name.startswith("torch.nn.") and short in torch_api.TORCH_CONTAINERS:
-                return Value(types=self.inference.types(node, self.module, self.scope))
-            return Value(types=frozenset({self.inference.instance(name, node)}))
-        if short in torch_api.VIEW_METHODS and arguments:
-            return Value(arguments[0].origins, arguments[0].types, path=arguments[0].path, attribute=arguments[0].attribute)
-        return LOCAL_VALUE
-
-    def _functional_batch_norm(self, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> None:
-        running = keywords.get("running_mean") or (arguments[1] if len(arguments) > 1 else None)
-        training = _keyword(node, "training")
-        if training is None and len(node.args) > 5:
-            training = node.args[5]
-        if running is not None and running.outlives_region and not (isinstance(training, ast.Constant) and not training.value):
-            self.add(
-                RUNNING_STATS,
-                node,
-                f"`{ast.unparse(node.func)}()` updates the running statistics `{running.path}` in training: "
-                "the replay updates them a second time",
-            )
-
     def method_call(self, receiver: Value, method: str, node: ast.Call, arguments, keywords) -> Value:
+        known = self.library.method(receiver, method, node)
+        if known is not None:
+            return known
         text = f"{receiver.path}.{method}" if receiver.path else method
-        rngs = [t for t in receiver.types if isinstance(t, RngType)]
-        if rngs and method not in torch_api.RNG_METHODS_NOT_DRAWS:
-            if receiver.outlives_region or any(not rng.seeded for rng in rngs):
-                library = "Python" if rngs[0].library == "python" else "NumPy"
-                self.add(
-                    RANDOM_DRAW,
-                    node,
-                    f"`{text}()` draws from a {library} generator that checkpoint does not save: "
-                    "the replay draws different numbers",
-                )
-                return Value(volatile=frozenset({Volatility(f"a random draw (`{text}()`)")}))
-            return LOCAL_VALUE
-        if method in torch_api.DEVICE_MOVE_METHODS:
-            self.add(
-                DEVICE_MOVE,
-                node,
-                f"`.{method}()` moves `{receiver.path or 'a tensor'}` to another device inside the region: checkpoint "
-                "saves the RNG state only of the inputs' devices, and the replay copies again",
-            )
-            return LOCAL_VALUE
-        if method == "to":
-            device = node.args[0] if node.args else _keyword(node, "device")
-            if device is not None:
-                self.device_move(node, device, f"`.to(...)` moves `{receiver.path or 'a tensor'}`")
-            return LOCAL_VALUE
-        if method.endswith("_") and not method.startswith("_") and method not in torch_api.NOT_INPLACE:
-            self.mutate(receiver, node, f"in-place `.{method}()` on", tensor=True)
-            if method in torch_api.TORCH_RANDOM_INPLACE_METHODS:
-                self.add(TORCH_RANDOM, node, f"`.{method}()`")
-            return receiver
-        if method in torch_api.CONTAINER_MUTATORS or (
-            method in torch_api.CONTAINER_ONLY_MUTATORS and any(isinstance(t, ContainerType) for t in receiver.types)
-        ):
-            self.mutate(receiver, node, f"`.{method}()` on")
-            if method in ("pop", "setdefault", "popitem", "popleft"):
-                return Value(receiver.origins, element_types(receiver.types), path=f"{text}()")
-            return LOCAL_VALUE
-        if method in ("register_buffer", "register_parameter"):
-            self.mutate(receiver, node, f"`.{method}()` on", tensor=True)
-            return CONST_VALUE
         results = self.bound_methods(receiver, method, node, arguments, keywords)
         if results is not None:
             return results
-        attribute = self._attribute_of(receiver, method)
+        attribute = self.attribute_of(receiver, method)
         if any(isinstance(t, (ClassType, FunctionType, ContainerType)) for t in attribute.types):
             return self.invoke(attribute, node, arguments, keywords)  # `self.block(x)`: a module attribute
         if method in torch_api.ALIASING_METHODS:
@@ -885,9 +701,8 @@ class FunctionInterpreter:
         owner = classes.info(self.module, owner_scope)
         for ancestor in classes.ancestors(owner):
             if isinstance(ancestor, str):
-                short = torch_api.torch_class(ancestor)
-                if method == "forward" and short in torch_api.TORCH_BATCH_NORM_MODULES:
-                    self._running_stats(node, receiver.path or "self", short)
+                if method == "forward":
+                    self.library.torch_super_forward(node, receiver.path or "self", ancestor)
                 continue
             scope = ancestor.method(method)
             if scope is not None:
@@ -912,11 +727,7 @@ class FunctionInterpreter:
 
     def call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments, keywords) -> Value:
         """Calling an `nn.Module` instance runs its forward."""
-        short = item.short
-        if item.running_stats:
-            self._running_stats(node, module_value.path or ast.unparse(node.func), short)
-        if torch_api.torch_class(item.name) in torch_api.TORCH_DROPOUT_MODULES:
-            self.add(TORCH_RANDOM, node, f"`{ast.unparse(node.func)}` ({short})")
+        if self.library.module_call(module_value.path or ast.unparse(node.func), item, node):
             return LOCAL_VALUE
         info = self.analysis.classes.by_name(item.name)
         if info is None:
@@ -927,20 +738,8 @@ class FunctionInterpreter:
                 owner, scope = found
                 function = self.inference.function(owner.module, scope, module_value.renamed("self"))
                 return self.call_function(function, node, arguments, keywords)
-        if any(
-            isinstance(a, str) and torch_api.torch_class(a) in torch_api.TORCH_DROPOUT_MODULES
-            for a in self.analysis.classes.ancestors(info)
-        ):
-            self.add(TORCH_RANDOM, node, f"`{ast.unparse(node.func)}` ({short})")
+        self.library.inherited_forward(node, [a for a in self.analysis.classes.ancestors(info) if isinstance(a, str)], item.short)
         return LOCAL_VALUE
-
-    def _running_stats(self, node: ast.AST, path: str, short: str) -> None:
-        self.add(
-            RUNNING_STATS,
-            node,
-            f"`{path}` ({short}) updates running_mean/running_var in training: the replay updates them a second time "
-            "(momentum applied twice)",
-        )
 
     def call_function(self, function: FunctionType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         module: ModuleSymbols = function.module  # type: ignore[assignment]
@@ -952,36 +751,9 @@ class FunctionInterpreter:
             return LOCAL_VALUE
         summary = self.analysis.summary(module, scope, context)
         for effect in summary.effects:
-            self.add(effect.kind, effect.node, effect.detail, effect.module, (function.name, *effect.chain), effect.depends_on)
+            self.record(replace(effect, chain=(function.name, *effect.chain)))
         self.written |= summary.writes
         return summary.returns
-
-    def device_move(self, node: ast.AST, device: ast.expr, what: str) -> None:
-        described = self._explicit_device(device)
-        if described is not None:
-            self.add(
-                DEVICE_MOVE,
-                node,
-                f"{what} on {described} inside the region: checkpoint saves the RNG state only of the inputs' devices, "
-                "and the replay copies again",
-            )
-
-    def _explicit_device(self, device: ast.expr) -> str | None:
-        """How the code names a device other than an input's, or None (a dtype, `x.device`, a tensor)."""
-        if isinstance(device, ast.Constant):
-            return repr(device.value) if isinstance(device.value, str) else None
-        if isinstance(device, ast.Call):
-            name = self.module.qualified_name(device.func, self.scope)
-            return ast.unparse(device) if name == "torch.device" else None
-        value = self.eval(device)
-        if _SAME_DEVICE in value.types or _NONE in value.types and len(value.types) == 1:
-            return None  # a tensor's own device, or `device=None` (the default device)
-        if isinstance(device, ast.Name):
-            lowered = device.id.lower()
-            return f"`{device.id}`" if "device" in lowered or lowered in ("dev", "gpu", "cuda") else None
-        if isinstance(device, ast.Attribute):
-            return f"`{ast.unparse(device)}`" if "device" in device.attr.lower() else None
-        return None
 
 
 _OPERATOR_SYMBOLS = {
@@ -1011,20 +783,6 @@ def _merge_envs(envs: list[dict[str, Value]]) -> dict[str, Value]:
         for name, value in env.items():
             names.setdefault(name, []).append(value)
     return {name: merge(values) for name, values in names.items()}
-
-
-def _keyword(node: ast.Call, name: str) -> ast.expr | None:
-    for keyword in node.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    return None
-
-
-def _has_dropout(node: ast.Call) -> bool:
-    dropout = _keyword(node, "dropout_p")
-    if dropout is None and len(node.args) > 4:
-        dropout = node.args[4]
-    return dropout is not None and not (isinstance(dropout, ast.Constant) and not dropout.value)
 
 
 def _is_super_call(expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from ckptlint.regions import torch_api
 from ckptlint.syntax import walk
 from ckptlint.calls import CheckpointCall
-from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULE, MODULES
+from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULES
 from ckptlint.classes import ClassIndex
-from ckptlint.regions.interpreter import Context
+from ckptlint.regions.summary import Context
 from ckptlint.regions.inference import TypeInference, display_name
 from ckptlint.symbols import ModuleSymbols, Scope
 from ckptlint.regions.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types, ordered

@@ -98,6 +98,7 @@ class RegionRule(Rule):
     """A rule about what a checkpoint call's region does: reads the region's effects."""
 
     kinds: frozenset[str] = frozenset()
+    messages: dict[str, str] = {}  # effect variant -> message template over the effect's facts
 
     def applies(self, call, effect) -> bool:
         return True
@@ -110,4 +111,9 @@ class RegionRule(Rule):
                     yield finding_at(effect.module, effect.node, self.code, self.describe(call, effect), (site,))
 
     def describe(self, call, effect) -> str:
-        return effect.detail
+        """The message: the rule's wording for the effect's variant, filled with its facts."""
+        return self.messages[effect.variant].format_map({**effect.fact_map, **self.call_facts(call, effect)})
+
+    def call_facts(self, call, effect) -> dict[str, str]:
+        """Facts about the checkpoint call that the wording needs (its mode, say)."""
+        return {}

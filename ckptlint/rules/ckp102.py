@@ -6,6 +6,7 @@ import ast
 from typing import Iterator
 
 from ckptlint.finding import Finding
+from ckptlint.regions.summary import TORCH_RANDOM, Effect
 from ckptlint.rules.base import Rule, RuleContext, finding_at
 
 
@@ -51,9 +52,25 @@ class RngStateNotPreserved(Rule):
                 "preserve_rng_state=False: the replay does not restore torch's RNG, so dropout "
                 "and random torch ops draw different numbers in backward than in forward"
             )
-            summary += context.stochastic_note(call)
+            summary += _stochastic_note(context.region_effects(call))
             sites = () if keyword.module is call.module and _inside(keyword.node, call.node) else (context.site(call),)
             yield finding_at(keyword.module, keyword.node, self.code, summary, sites)
+
+
+# how the note names a stochastic torch op, by the effect's variant
+_RANDOM_OPS = {"function": "`{callee}()`", "method": "`.{method}()`", "module": "`{callee}` ({module_class})"}
+
+
+def _stochastic_note(effects: list[Effect]) -> str:
+    """Whether the region draws from torch's RNG, which decides if gradients change."""
+    random_ops = [e for e in effects if e.kind == TORCH_RANDOM]
+    if random_ops:
+        first = random_ops[0]
+        op = _RANDOM_OPS[first.variant].format_map(first.fact_map)
+        where = f"{first.module.source.display_path}:{first.node.lineno}"  # type: ignore[attr-defined]
+        more = f" and {len(random_ops) - 1} more" if len(random_ops) > 1 else ""
+        return f"; the region has stochastic torch ops ({op} at {where}{more}), so gradients change"
+    return "; no stochastic torch op was found in the region, so today only speed is affected"
 
 
 def _is_false(value: ast.expr) -> bool:

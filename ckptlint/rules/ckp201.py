@@ -1,6 +1,6 @@
 """CKP201: Python `random` or NumPy draws inside a checkpointed region."""
 
-from ckptlint.regions.interpreter import RANDOM_DRAW
+from ckptlint.regions.summary import RANDOM_DRAW
 from ckptlint.rules.base import RegionRule
 
 
@@ -69,3 +69,11 @@ class UnsavedRandomDraw(RegionRule):
         argument.
     """
     kinds = frozenset({RANDOM_DRAW})
+    messages = {
+        "python-global": "`{callee}()` draws from Python's global `random` generator, which checkpoint does not save: "
+        "the replay draws a different number",
+        "numpy-global": "`{callee}()` draws from NumPy's global generator, which checkpoint does not save: "
+        "the replay draws different numbers",
+        "generator": "`{callee}()` draws from a {library} generator that checkpoint does not save: "
+        "the replay draws different numbers",
+    }

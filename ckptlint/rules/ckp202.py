@@ -1,6 +1,6 @@
 """CKP202: the region rebinds or mutates module-level state."""
 
-from ckptlint.regions.interpreter import GLOBAL_STATE
+from ckptlint.regions.summary import GLOBAL_STATE
 from ckptlint.rules.base import RegionRule
 
 
@@ -55,3 +55,9 @@ class ModuleStateMutation(RegionRule):
         or do the bookkeeping outside the checkpointed call.
     """
     kinds = frozenset({GLOBAL_STATE})
+    messages = {
+        "mutation": "{action} {subject}, module-level state that outlives the region: the replay does it again",
+        "global-rebind": "rebinds module-level `{name}` (declared global): the replay does it again",
+        "nonlocal-rebind": "rebinds `{name}` of the enclosing function (declared nonlocal), which outlives the region: "
+        "the replay does it again",
+    }

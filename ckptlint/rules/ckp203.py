@@ -1,6 +1,6 @@
 """CKP203: the region mutates a container or attribute that outlives it."""
 
-from ckptlint.regions.interpreter import OUTER_STATE
+from ckptlint.regions.summary import OUTER_STATE
 from ckptlint.rules.base import RegionRule
 
 
@@ -69,3 +69,4 @@ class OuterStateMutation(RegionRule):
         create the container inside the region.
     """
     kinds = frozenset({OUTER_STATE})
+    messages = {"mutation": "{action} {subject}, which outlives the region: the replay does it again"}

@@ -1,7 +1,7 @@
 """CKP204: the region mutates tensor state that outlives it (buffers, parameters, inputs, running stats)."""
 
 from ckptlint.catalogue import RUNNING_STATS as NEUTRALISES_RUNNING_STATS
-from ckptlint.regions.interpreter import RUNNING_STATS, TENSOR_STATE
+from ckptlint.regions.summary import RUNNING_STATS, TENSOR_STATE
 from ckptlint.rules.base import RegionRule
 
 
@@ -76,6 +76,15 @@ class TensorStateMutation(RegionRule):
         checkpoint input in place (`x = x + y` instead of `x += y`).
     """
     kinds = frozenset({TENSOR_STATE, RUNNING_STATS})
+    messages = {
+        "mutation": "{action} {tensor_kind} {subject}, which outlives the region: the replay applies it again",
+        "module": "`{subject}` ({module_class}) updates running_mean/running_var in training: "
+        "the replay updates them a second time (momentum applied twice)",
+        "functional": "`{callee}()` updates the running statistics `{subject}` in training: "
+        "the replay updates them a second time",
+        "region": "the region is a {module_class}, which updates running_mean/running_var in training: "
+        "the replay updates them a second time (momentum applied twice)",
+    }
 
     def applies(self, call, effect) -> bool:
         return not (effect.kind == RUNNING_STATS and NEUTRALISES_RUNNING_STATS in call.api.neutralises)

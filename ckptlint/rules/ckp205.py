@@ -1,6 +1,6 @@
 """CKP205: the region moves tensors across devices."""
 
-from ckptlint.regions.interpreter import DEVICE_MOVE
+from ckptlint.regions.summary import DEVICE_MOVE
 from ckptlint.rules.base import RegionRule
 
 
@@ -49,3 +49,11 @@ class DeviceMove(RegionRule):
         and create tensors with `device=x.device` inside the region.
     """
     kinds = frozenset({DEVICE_MOVE})
+    messages = {
+        "method": "`.{method}()` moves `{subject}` to another device inside the region: checkpoint saves the RNG state "
+        "only of the inputs' devices, and the replay copies again",
+        "to": "`.to(...)` moves `{subject}` on {device} inside the region: checkpoint saves the RNG state only of the "
+        "inputs' devices, and the replay copies again",
+        "factory": "`{callee}(device=...)` creates a tensor on {device} inside the region: checkpoint saves the RNG "
+        "state only of the inputs' devices, and the replay copies again",
+    }

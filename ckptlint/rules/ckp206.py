@@ -1,6 +1,6 @@
 """CKP206: control flow in the region on mutable or untracked state."""
 
-from ckptlint.regions.interpreter import GRAD_MODE_BRANCH, UNSTABLE_BRANCH
+from ckptlint.regions.summary import GRAD_MODE_BRANCH, UNSTABLE_BRANCH
 from ckptlint.rules.base import RegionRule
 
 
@@ -55,12 +55,14 @@ class UnstableBranch(RegionRule):
         sees the value the forward saw.
     """
     kinds = frozenset({UNSTABLE_BRANCH, GRAD_MODE_BRANCH})
+    messages = {
+        "unstable": "control flow depends on {reasons}, which can differ between forward and replay",
+        "grad-mode": "branches on torch.is_grad_enabled(): reentrant checkpoint runs the forward under no_grad and "
+        "the replay with grad enabled, so the two take different paths (this call is reentrant {how})",
+    }
 
     def applies(self, call, effect) -> bool:
         return effect.kind != GRAD_MODE_BRANCH or call.reentrant is True
 
-    def describe(self, call, effect) -> str:
-        if effect.kind == GRAD_MODE_BRANCH:
-            how = "by default (use_reentrant not passed)" if call.reentrant_by_default else "as called"
-            return f"{effect.detail} (this call is reentrant {how})"
-        return effect.detail
+    def call_facts(self, call, effect) -> dict[str, str]:
+        return {"how": "by default (use_reentrant not passed)" if call.reentrant_by_default else "as called"}

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.finding import Fix, Site
-from ckptlint.regions.interpreter import TORCH_RANDOM, Effect
+from ckptlint.regions.summary import Effect
 from ckptlint.symbols import ModuleSymbols
 
 if TYPE_CHECKING:
@@ -28,16 +28,6 @@ class RuleContext:
 
     def region_effects(self, call: CheckpointCall) -> list[Effect]:
         return self.regions.region_effects(call)
-
-    def stochastic_note(self, call: CheckpointCall) -> str:
-        """For CKP102: whether the region draws from torch's RNG, which decides if gradients change."""
-        random_ops = [e for e in self.region_effects(call) if e.kind == TORCH_RANDOM]
-        if random_ops:
-            first = random_ops[0]
-            where = f"{first.module.source.display_path}:{first.node.lineno}"  # type: ignore[attr-defined]
-            more = f" and {len(random_ops) - 1} more" if len(random_ops) > 1 else ""
-            return f"; the region has stochastic torch ops ({first.detail} at {where}{more}), so gradients change"
-        return "; no stochastic torch op was found in the region, so today only speed is affected"
 
     def fixes_for(self, call: CheckpointCall) -> tuple[Fix, ...]:
         """CKP101's fixes for the call (computed with libcst, only for calls that need them)."""

@@ -1,0 +1,247 @@
+"""What calls into torch, NumPy, `random` and builtins do inside a region.
+
+The interpreter (interpreter.py) follows project code itself and asks `LibraryCalls` about
+everything else: a call by qualified name (`random.random()`, `torch.rand(...)`,
+`F.batch_norm(...)`), a method whose meaning comes from the library (`.to(device)`,
+`.add_()`, `.append()`, a NumPy generator's `.normal()`), a torch module's call (BatchNorm,
+Dropout). Answers are effects recorded on the interpreter and the value the call returns;
+`None` means "not a library call: interpret it as project code". The facts themselves
+(which names draw, which methods mutate, which modules keep running statistics) are data
+in torch_api.py, so a new library fact is a table entry plus, at most, a branch here.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from ckptlint.regions import torch_api
+from ckptlint.regions.summary import DEVICE_MOVE, RANDOM_DRAW, RUNNING_STATS, TORCH_RANDOM
+from ckptlint.regions.values import (
+    CONST_VALUE,
+    GRAD_MODE,
+    LOCAL,
+    LOCAL_VALUE,
+    ClassType,
+    ContainerType,
+    RngType,
+    Value,
+    Volatility,
+    element_types,
+    ordered,
+)
+
+if TYPE_CHECKING:
+    from ckptlint.regions.interpreter import FunctionInterpreter
+
+SAME_DEVICE = ClassType("<device of a tensor in the region>")
+NONE_TYPE = ClassType("builtins.NoneType")
+_ITERATION_BUILTINS = frozenset({"next", "iter", "map", "filter", "zip", "enumerate", "reversed", "sorted"})
+
+
+class LibraryCalls:
+    """The library half of one function's interpretation: effects and results of library calls."""
+
+    def __init__(self, interpreter: FunctionInterpreter):
+        self.interpreter = interpreter
+
+    # -- calls by qualified name ------------------------------------------------
+
+    def function(self, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
+        run = self.interpreter
+        short = torch_api.short_name(name)
+        callee = ast.unparse(node.func)
+        if torch_api.is_python_draw(name):
+            run.add(RANDOM_DRAW, node, "python-global", callee=callee)
+            return _drawn(callee)
+        if torch_api.is_numpy_draw(name):
+            run.add(RANDOM_DRAW, node, "numpy-global", callee=callee)
+            return _drawn(callee)
+        if name in torch_api.PYTHON_RNG_CLASSES:
+            return Value(types=frozenset({RngType("python", bool(node.args or node.keywords))}))
+        if name.startswith("numpy.random.") and short in torch_api.NUMPY_RNG_CONSTRUCTORS:
+            return Value(types=frozenset({RngType("numpy", bool(node.args or node.keywords))}))
+        if name in torch_api.TORCH_RANDOM_FUNCTIONS or (
+            name == "torch.nn.functional.scaled_dot_product_attention" and _has_dropout(node)
+        ):
+            run.add(TORCH_RANDOM, node, "function", callee=callee)
+        if name in torch_api.CLOCK_FUNCTIONS:
+            return Value(volatile=frozenset({Volatility(f"wall-clock time (`{callee}()`)")}))
+        if name in torch_api.GRAD_MODE_FUNCTIONS:
+            return Value(volatile=frozenset({GRAD_MODE}))
+        if name == "torch.nn.functional.batch_norm":
+            self._functional_batch_norm(node, arguments, keywords)
+            return LOCAL_VALUE
+        if name.startswith("builtins."):
+            return self._builtin(short, node, arguments, keywords)
+        if name.startswith("torch."):
+            return self._torch(name, node, arguments, keywords)
+        return None
+
+    def _builtin(self, short: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
+        run = self.interpreter
+        if short == "getattr" and arguments:
+            attribute = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+            if isinstance(attribute, str):
+                return run.attribute_of(arguments[0], attribute)
+            return Value(arguments[0].origins, volatile=arguments[0].volatile, path=arguments[0].path)
+        if short == "setattr" and arguments:
+            run.mutate(arguments[0], node, "`setattr()` on")
+            return CONST_VALUE
+        if short == "super":
+            return CONST_VALUE
+        if short in torch_api.VOLATILITY_PRESERVING_BUILTINS:
+            return Value(volatile=frozenset().union(*(v.volatile for v in [*arguments, *keywords.values()])))
+        return None if short in _ITERATION_BUILTINS else LOCAL_VALUE
+
+    def _torch(self, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
+        run = self.interpreter
+        callee = ast.unparse(node.func)
+        if "out" in keywords:
+            run.mutate(keywords["out"], node, f"`{callee}(out=...)` writes into", tensor=True)
+        if name.startswith("torch.nn.init.") and name.endswith("_") and arguments:
+            run.mutate(arguments[0], node, f"in-place `{callee}()` on", tensor=True)
+        short = torch_api.short_name(name)
+        device = _keyword(node, "device")
+        if device is not None and short in torch_api.TORCH_FACTORIES:
+            self.device_move(node, device, "factory", callee=callee)
+        if short[:1].isupper():
+            if name.startswith("torch.nn.") and short in torch_api.TORCH_CONTAINERS:
+                return Value(types=run.inference.types(node, run.module, run.scope))
+            return Value(types=frozenset({run.inference.instance(name, node)}))
+        if short in torch_api.VIEW_METHODS and arguments:
+            return Value(arguments[0].origins, arguments[0].types, path=arguments[0].path, attribute=arguments[0].attribute)
+        return LOCAL_VALUE
+
+    def _functional_batch_norm(self, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> None:
+        running = keywords.get("running_mean") or (arguments[1] if len(arguments) > 1 else None)
+        training = _keyword(node, "training")
+        if training is None and len(node.args) > 5:
+            training = node.args[5]
+        if running is not None and running.outlives_region and not (isinstance(training, ast.Constant) and not training.value):
+            self.interpreter.add(
+                RUNNING_STATS, node, "functional", callee=ast.unparse(node.func), subject=running.path or ""
+            )
+
+    # -- methods whose meaning comes from the library ---------------------------
+
+    def method(self, receiver: Value, method: str, node: ast.Call) -> Value | None:
+        """Random draws on generator objects, device moves, in-place tensor ops, container
+        mutators, buffer registration; None for any other method."""
+        run = self.interpreter
+        text = f"{receiver.path}.{method}" if receiver.path else method
+        rngs = [t for t in receiver.types if isinstance(t, RngType)]
+        if rngs and method not in torch_api.RNG_METHODS_NOT_DRAWS:
+            if receiver.outlives_region or any(not rng.seeded for rng in rngs):
+                library = "Python" if rngs[0].library == "python" else "NumPy"
+                run.add(RANDOM_DRAW, node, "generator", callee=text, library=library)
+                return _drawn(text)
+            return LOCAL_VALUE
+        subject = receiver.path or "a tensor"
+        if method in torch_api.DEVICE_MOVE_METHODS:
+            run.add(DEVICE_MOVE, node, "method", method=method, subject=subject)
+            return LOCAL_VALUE
+        if method == "to":
+            device = node.args[0] if node.args else _keyword(node, "device")
+            if device is not None:
+                self.device_move(node, device, "to", subject=subject)
+            return LOCAL_VALUE
+        if method.endswith("_") and not method.startswith("_") and method not in torch_api.NOT_INPLACE:
+            run.mutate(receiver, node, f"in-place `.{method}()` on", tensor=True)
+            if method in torch_api.TORCH_RANDOM_INPLACE_METHODS:
+                run.add(TORCH_RANDOM, node, "method", method=method)
+            return receiver
+        if method in torch_api.CONTAINER_MUTATORS or (
+            method in torch_api.CONTAINER_ONLY_MUTATORS and any(isinstance(t, ContainerType) for t in receiver.types)
+        ):
+            run.mutate(receiver, node, f"`.{method}()` on")
+            if method in ("pop", "setdefault", "popitem", "popleft"):
+                return Value(receiver.origins, element_types(receiver.types), path=f"{text}()")
+            return LOCAL_VALUE
+        if method in ("register_buffer", "register_parameter"):
+            run.mutate(receiver, node, f"`.{method}()` on", tensor=True)
+            return CONST_VALUE
+        return None
+
+    # -- torch modules ----------------------------------------------------------
+
+    def module_call(self, path: str, item: ClassType, node: ast.Call) -> bool:
+        """Effects of calling a torch module (running statistics, dropout); True when the
+        module is a dropout layer, whose forward needs no further interpretation."""
+        if item.running_stats:
+            self.running_stats(node, path, item.short)
+        if torch_api.torch_class(item.name) in torch_api.TORCH_DROPOUT_MODULES:
+            self.dropout(node, item.short)
+            return True
+        return False
+
+    def inherited_forward(self, node: ast.Call, ancestors: list[str], short: str) -> None:
+        """A project module whose forward is a torch base class's (a Dropout subclass)."""
+        if any(torch_api.torch_class(a) in torch_api.TORCH_DROPOUT_MODULES for a in ancestors):
+            self.dropout(node, short)
+
+    def torch_super_forward(self, node: ast.Call, path: str, ancestor: str) -> None:
+        """`super().forward(x)` reaching a torch norm class: its statistics update."""
+        short = torch_api.torch_class(ancestor)
+        if short in torch_api.TORCH_BATCH_NORM_MODULES:
+            self.running_stats(node, path, short)
+
+    def dropout(self, node: ast.Call, short: str) -> None:
+        self.interpreter.add(TORCH_RANDOM, node, "module", callee=ast.unparse(node.func), module_class=short)
+
+    def running_stats(self, node: ast.AST, path: str, short: str) -> None:
+        self.interpreter.add(RUNNING_STATS, node, "module", subject=path, module_class=short)
+
+    # -- devices ----------------------------------------------------------------
+
+    def device_move(self, node: ast.AST, device: ast.expr, variant: str, **facts: str) -> None:
+        described = self._explicit_device(device)
+        if described is not None:
+            self.interpreter.add(DEVICE_MOVE, node, variant, **facts, device=described)
+
+    def _explicit_device(self, device: ast.expr) -> str | None:
+        """How the code names a device other than an input's, or None (a dtype, `x.device`, a tensor)."""
+        run = self.interpreter
+        if isinstance(device, ast.Constant):
+            return repr(device.value) if isinstance(device.value, str) else None
+        if isinstance(device, ast.Call):
+            name = run.module.qualified_name(device.func, run.scope)
+            return ast.unparse(device) if name == "torch.device" else None
+        value = run.eval(device)
+        if SAME_DEVICE in value.types or NONE_TYPE in value.types and len(value.types) == 1:
+            return None  # a tensor's own device, or `device=None` (the default device)
+        if isinstance(device, ast.Name):
+            lowered = device.id.lower()
+            return f"`{device.id}`" if "device" in lowered or lowered in ("dev", "gpu", "cuda") else None
+        if isinstance(device, ast.Attribute):
+            return f"`{ast.unparse(device)}`" if "device" in device.attr.lower() else None
+        return None
+
+    def own_device(self, base: Value, path: str) -> Value | None:
+        """`obj.device` is where the region's tensors already are, unless obj's class chooses
+        a device (`self.device = ...`): a tensor's device or a property giving a model's."""
+        classes = self.interpreter.analysis.classes
+        for item in ordered(base.types):
+            if isinstance(item, ClassType):
+                info = classes.by_name(item.name)
+                if info is not None and classes.attribute_assignments(info, "device"):
+                    return None
+        return Value(frozenset({LOCAL}), frozenset({SAME_DEVICE}), path=path)
+
+
+def _drawn(callee: str) -> Value:
+    return Value(volatile=frozenset({Volatility(f"a random draw (`{callee}()`)")}))
+
+
+def _keyword(node: ast.Call, name: str) -> ast.expr | None:
+    for keyword in node.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    return None
+
+
+def _has_dropout(node: ast.Call) -> bool:
+    dropout = _keyword(node, "dropout_p")
+    if dropout is None and len(node.args) > 4:
+        dropout = node.args[4]
+    return dropout is not None and not (isinstance(dropout, ast.Constant) and not dropout.value)

@@ -1,0 +1,72 @@
+"""The vocabulary between region analysis and the rules: what a replay does, in data.
+
+The interpreter records an `Effect` for each thing a function does that a replay would do
+differently or twice; a `Summary` is all of them for one function in one calling
+`Context`. An effect names its `kind` (which rule reads it), its `variant` (which form of
+the hazard, keying the rule's message) and `facts` (the code the message quotes). Rules own
+their wording: they format the facts, so the analysis never writes a sentence.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ckptlint.regions.values import LOCAL_VALUE, Value
+from ckptlint.symbols import ModuleSymbols
+
+# effect kinds, each read by one rule
+RANDOM_DRAW = "random-draw"  # CKP201
+GLOBAL_STATE = "global-state"  # CKP202
+OUTER_STATE = "outer-state"  # CKP203
+TENSOR_STATE = "tensor-state"  # CKP204
+RUNNING_STATS = "running-stats"  # CKP204, undone by wrappers that neutralise running stats
+DEVICE_MOVE = "device-move"  # CKP205
+UNSTABLE_BRANCH = "unstable-branch"  # CKP206
+GRAD_MODE_BRANCH = "grad-mode-branch"  # CKP206 when the replay is reentrant
+TORCH_RANDOM = "torch-random"  # not a finding: tells CKP102 whether RNG matters
+
+Facts = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Effect:
+    kind: str
+    module: ModuleSymbols
+    node: ast.AST
+    variant: str  # which form of the hazard: keys the rule's message
+    facts: Facts = ()  # what the message quotes: ("subject", "`self.cache`"), ("action", "assigns"), ...
+    chain: tuple[str, ...] = ()  # functions called from the region entry down to this one
+    depends_on: frozenset[tuple[str, str]] = frozenset()  # for branches: the mutable state they read (all of it)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.kind, id(self.node))
+
+    @property
+    def fact_map(self) -> dict[str, str]:
+        return dict(self.facts)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a function is called with: `self`, its arguments, its closure; entries take inputs."""
+
+    receiver: Value | None = None
+    arguments: tuple[tuple[str, Value], ...] = ()
+    closure: tuple[tuple[str, Value], ...] = ()
+    entry: bool = False  # a region entry: its parameters are inputs of the checkpoint call
+    # how many positional arguments and which keywords the checkpoint call passes (None: unknown, all)
+    entry_positional: int | None = None
+    entry_keywords: tuple[str, ...] = ()
+    closure_in_region: bool = False  # the closure's variables belong to a frame inside the region
+
+
+@dataclass(frozen=True)
+class Summary:
+    effects: tuple[Effect, ...] = ()
+    returns: Value = LOCAL_VALUE
+    writes: frozenset[tuple[str, str]] = frozenset()  # attributes and globals it (or its callees) writes
+
+
+EMPTY_SUMMARY = Summary()
