@@ -53,6 +53,11 @@ _BINDING_NODES = frozenset(
     }
 )
 
+def positional_parameters(args: ast.arguments) -> list[ast.arg]:
+    """`def f(a, /, b, *, c)`: `a` and `b`, in order: what positional arguments bind to."""
+    return [*args.posonlyargs, *args.args]
+
+
 
 @dataclass(eq=False)
 class Binding:
@@ -105,7 +110,7 @@ class Scope:
     def first_parameter(self) -> str | None:
         node = self.node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            params = [*node.args.posonlyargs, *node.args.args]
+            params = positional_parameters(node.args)
             if params:
                 return params[0].arg
         return None
@@ -453,7 +458,7 @@ class _ScopeBuilder:
         return parts
 
     def bind_parameters(self, args: ast.arguments, scope: Scope) -> None:
-        everything = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        everything = [*positional_parameters(args), *args.kwonlyargs]
         if args.vararg:
             everything.append(args.vararg)
         if args.kwarg:

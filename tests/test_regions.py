@@ -9,11 +9,13 @@ import pytest
 
 from ckptlint.config import find_config, load_config
 from ckptlint.engine import Linter, lint_source
+from ckptlint.rules import ALL_RULES
+from ckptlint.rules.base import RegionRule
 from conftest import FIXTURES, REPO, expectations, fixture_files
 
 HAZARDS = FIXTURES / "regions" / "hazards"
 SAFE = FIXTURES / "regions" / "safe"
-REGION_CODES = ("CKP201", "CKP202", "CKP203", "CKP204", "CKP205", "CKP206")
+REGION_CODES = tuple(rule.code for rule in ALL_RULES if isinstance(rule, RegionRule))
 
 
 def _cases(folder: Path) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from ckptlint.config import Config
 from ckptlint.engine import lint_source
 from ckptlint.rules import ALL_RULES, RULES_BY_CODE
+from ckptlint.rules.base import RegionRule
 
 
 def _lint(rule, text: str):
@@ -52,3 +53,43 @@ def test_committed_rule_pages_are_current() -> None:
     for name, text in pages().items():
         assert (folder / name).read_text(encoding="utf-8") == text, f"run: python -m ckptlint.rule_docs docs/rules ({name})"
     assert {p.name for p in folder.glob("*.md")} == set(pages())
+
+
+def test_readme_rules_table_is_current() -> None:
+    from ckptlint.rule_docs import readme_with_table
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert readme_with_table(readme) == readme, "run: python -m ckptlint.rule_docs docs/rules"
+
+
+def test_every_rule_module_is_registered() -> None:
+    """A rule file that is not in ALL_RULES would silently never run."""
+    import importlib
+    import inspect
+
+    from ckptlint.rules.base import Rule
+    from conftest import REPO
+
+    registered = {type(rule) for rule in ALL_RULES}
+    for path in sorted((REPO / "ckptlint" / "rules").glob("ckp[0-9]*.py")):
+        module = importlib.import_module(f"ckptlint.rules.{path.stem}")
+        defined = [c for _, c in inspect.getmembers(module, inspect.isclass) if issubclass(c, Rule) and c.__module__ == module.__name__]
+        assert defined, f"{path.name} defines no rule"
+        assert set(defined) <= registered, f"{path.name}: {[c.__name__ for c in defined]} missing from ALL_RULES"
+        assert all(c.code.lower() == path.stem for c in defined), f"{path.name} holds another code"
+
+
+@pytest.mark.parametrize("rule", [r for r in ALL_RULES if isinstance(r, RegionRule)], ids=lambda r: r.code)
+def test_region_rule_words_every_example_finding(rule) -> None:
+    """Region rules own their wording: the bad example's finding is the rule's own sentence."""
+    [finding] = [f for f in _lint(rule, rule.bad) if f.code == rule.code][:1]
+    templates = [text.split("{", 1)[0] for text in rule.messages.values()]
+    assert any(finding.message.startswith(prefix) for prefix in templates), finding.message
+
+
+def test_runtime_confirmations_name_observable_divergences() -> None:
+    """Rule.confirmed_by names only categories the runtime companion reports."""
+    observable = {"output", "input-grad", "parameter-grad", "buffer", "rng-python", "rng-torch", "container", "global", "attribute", "error"}
+    for rule in ALL_RULES:
+        assert rule.confirmed_by <= observable, rule.code

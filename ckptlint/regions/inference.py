@@ -15,16 +15,16 @@ from dataclasses import replace
 from typing import Iterable
 
 from ckptlint.regions import torch_api
+from ckptlint.regions.library_calls import constructed_rng
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.project import Project
-from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope
+from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope, positional_parameters
 from ckptlint.regions.values import (
     OUTER,
     ClassObjectType,
     ClassType,
     ContainerType,
     FunctionType,
-    RngType,
     TupleType,
     Value,
     element_types,
@@ -137,7 +137,7 @@ class TypeInference:
         node = callee_scope.node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return ()
-        params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+        params = [a.arg for a in positional_parameters(node.args)]
         bound = []
         for name, argument in zip(params, call.args):
             if isinstance(argument, ast.Starred):
@@ -174,10 +174,9 @@ class TypeInference:
             return frozenset({ContainerType(torch_api.SEQUENCE, self._elements_of_arguments(call, module, scope, depth))})
         if name == "functools.partial" and call.args:
             return self.types(call.args[0], module, scope, depth + 1)
-        if name in torch_api.PYTHON_RNG_CLASSES:
-            return frozenset({RngType("python", bool(call.args or call.keywords))})
-        if name.startswith("numpy.random.") and torch_api.short_name(name) in torch_api.NUMPY_RNG_CONSTRUCTORS:
-            return frozenset({RngType("numpy", bool(call.args or call.keywords))})
+        rng = constructed_rng(name, call)
+        if rng is not None:
+            return frozenset({rng})
         project_class = self.classes.by_name(name)
         if project_class is not None:
             return frozenset({self.instance(project_class.qualified_name, call)})
@@ -514,7 +513,7 @@ def _parameter_default(binding: Binding) -> ast.expr | None:
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         return None
     args = function.args
-    positional = [*args.posonlyargs, *args.args]
+    positional = positional_parameters(args)
     if binding.node in positional:
         index = positional.index(binding.node) - (len(positional) - len(args.defaults))
         return args.defaults[index] if index >= 0 else None

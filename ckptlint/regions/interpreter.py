@@ -13,14 +13,15 @@ they never walk trees.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import replace
 from typing import Iterable, Sequence
 
-from ckptlint.regions import torch_api
+from ckptlint.regions import binding, torch_api
 from ckptlint.syntax import child_nodes, walk
 from ckptlint.classes import ClassIndex
 from ckptlint.regions.inference import TypeInference
-from ckptlint.regions.library_calls import NONE_TYPE, LibraryCalls
+from ckptlint.regions.library_calls import LibraryCalls
 from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, ModuleSymbols, Scope
@@ -56,12 +57,6 @@ from ckptlint.regions.values import (
 )
 
 MAX_CALL_DEPTH = 12
-_TENSOR = ClassType("torch.Tensor")
-_SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "complex"})
-_CONTAINER_ANNOTATIONS = {
-    **dict.fromkeys(("dict", "Dict", "Mapping", "MutableMapping", "OrderedDict", "defaultdict"), torch_api.MAPPING),
-    **dict.fromkeys(("list", "List", "Sequence", "MutableSequence", "set", "Set", "tuple", "Tuple", "deque"), torch_api.SEQUENCE),
-}
 
 
 class Summaries:
@@ -118,67 +113,8 @@ class FunctionInterpreter:
         return Summary(tuple(self.effects), merge(self.returns) if self.returns else LOCAL_VALUE, frozenset(self.written))
 
     def bind_parameters(self) -> None:
-        node = self.scope.node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return
-        args = node.args
-        positional = [*args.posonlyargs, *args.args]
-        given = dict(self.context.arguments)
-        defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults))
-        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
-        parameters = [*positional, *args.kwonlyargs]
-        if positional and self.context.receiver is not None:
-            self.env[positional[0].arg] = self.context.receiver.renamed(positional[0].arg)
-            parameters = parameters[1:]
-        free_positional = [p.arg for p in positional if p.arg not in given and p in parameters]
-        for parameter in parameters:
-            name = parameter.arg
-            annotation = self._annotation_types(parameter.annotation)
-            if name in given:
-                value = given[name]
-            elif self.context.entry and (name not in defaults or self._passed_by_checkpoint(name, free_positional)):
-                value = Value(frozenset({INPUT}), annotation, path=name)
-            elif name in defaults:
-                value = self._default_value(defaults[name])
-            else:
-                value = Value(frozenset({INPUT}), path=name)
-            if annotation and not value.types:
-                value = value.with_types(annotation)
-            self.env[name] = value.renamed(name)
-        for star in (args.vararg, args.kwarg):
-            if star is not None:
-                passed = given.get(star.arg)
-                self.env[star.arg] = passed or Value(frozenset({INPUT if self.context.entry else LOCAL}), path=star.arg)
-
-    def _passed_by_checkpoint(self, name: str, free_positional: list[str]) -> bool:
-        """Does the checkpoint call pass this parameter? (Unpassed ones take their defaults.)"""
-        context = self.context
-        if context.entry_positional is None:
-            return True
-        if name in context.entry_keywords:
-            return True
-        return name in free_positional[: context.entry_positional]
-
-    def _annotation_types(self, annotation: ast.expr | None) -> frozenset:
-        if annotation is None:
-            return frozenset()
-        text = ast.unparse(annotation)
-        head = (annotation.value if isinstance(annotation, ast.Subscript) else annotation)
-        head_name = ast.unparse(head).rpartition(".")[2]
-        if head_name in ("Tensor", "FloatTensor", "LongTensor", "BoolTensor"):
-            return frozenset({_TENSOR})
-        if head_name in _CONTAINER_ANNOTATIONS:
-            return frozenset({ContainerType(_CONTAINER_ANNOTATIONS[head_name])})
-        if text in _SCALAR_ANNOTATIONS:
-            return frozenset({ClassType(f"builtins.{text}")})
-        return self.inference.annotation_types(annotation, self.module, self.scope.parent or self.scope)
-
-    def _default_value(self, default: ast.expr) -> Value:
-        if isinstance(default, (ast.List, ast.Dict, ast.Set)):
-            return Value(frozenset({OUTER}), path="a mutable default argument")
-        if isinstance(default, ast.Constant) and default.value is None:
-            return Value(frozenset({CONST}), frozenset({NONE_TYPE}))
-        return CONST_VALUE
+        annotation_types = functools.partial(binding.annotation_types, self.inference, self.module, self.scope.parent or self.scope)
+        self.env.update(binding.parameter_values(self.scope.node, self.context, annotation_types))
 
     # -- effects --------------------------------------------------------------
 
@@ -216,7 +152,7 @@ class FunctionInterpreter:
     def _is_tensor_state(self, value: Value) -> bool:
         if value.attribute is not None and self._is_buffer_or_parameter(value.attribute):
             return True
-        return _TENSOR in value.types
+        return binding.TENSOR in value.types
 
     def _tensor_kind(self, value: Value) -> str:
         if value.attribute is not None and self._is_buffer_or_parameter(value.attribute):
@@ -386,9 +322,9 @@ class FunctionInterpreter:
 
     def _input_tensor(self, value: Value) -> bool:
         """A tensor, or an input without a non-tensor annotation (checkpoint inputs are tensors)."""
-        if _TENSOR in value.types:
+        if binding.TENSOR in value.types:
             return True
-        if value.types & {ClassType(f"builtins.{t}") for t in _SCALAR_ANNOTATIONS}:
+        if value.types & binding.SCALAR_TYPES:
             return False
         if any(isinstance(t, ContainerType) for t in value.types):
             return False
@@ -746,7 +682,7 @@ class FunctionInterpreter:
         scope = module.scope_of.get(id(function.node)) if module is not None else None
         if scope is None:
             return LOCAL_VALUE
-        context = _call_context(function, scope, node, arguments, keywords)
+        context = binding.call_context(function, scope, node, arguments, keywords)
         if context is None:  # the call cannot bind to this callee: it is not the one called
             return LOCAL_VALUE
         summary = self.analysis.summary(module, scope, context)
@@ -787,66 +723,3 @@ def _merge_envs(envs: list[dict[str, Value]]) -> dict[str, Value]:
 
 def _is_super_call(expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
     return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "super"
-
-
-def _call_context(
-    function: FunctionType, scope: Scope, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]
-) -> Context | None:
-    """Bind a call's argument values to the callee's parameters (after partial/closure bindings).
-
-    None when Python would reject the call (too many positional arguments, an unknown
-    keyword): with a union of possible callees, that one is not the target.
-    """
-    definition = scope.node
-    bound = dict(function.bound)
-    params: list[str] = []
-    vararg = kwarg = None
-    if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        params = [a.arg for a in (*definition.args.posonlyargs, *definition.args.args)]
-        vararg = definition.args.vararg.arg if definition.args.vararg else None
-        kwarg = definition.args.kwarg.arg if definition.args.kwarg else None
-        keyword_only = [a.arg for a in definition.args.kwonlyargs]
-    else:
-        keyword_only = []
-    if function.receiver is not None and params:
-        params = params[1:]
-    free = [name for name in params if name not in bound]
-    values: dict[str, Value] = {name: value for name, value in bound.items() if name in params or name in keyword_only}
-    closure = tuple((name, value) for name, value in bound.items() if name not in values)
-    first_star = next((i for i, a in enumerate(node.args) if isinstance(a, ast.Starred)), None)
-    positional = arguments if first_star is None else arguments[:first_star]
-    star_values = [] if first_star is None else list(arguments[first_star:])
-    for name, value in zip(free, positional):
-        values[name] = value
-    star_values.extend(positional[len(free) :])
-    if len(positional) > len(free) and vararg is None:
-        return None
-    unknown_keywords = [k for k in keywords if k not in params and k not in keyword_only and k not in bound]
-    if unknown_keywords and kwarg is None:
-        return None
-    if first_star is not None:  # `*args` may fill the remaining parameters
-        for name in free[len(positional) :]:
-            values.setdefault(name, merge(star_values))
-    for name, value in keywords.items():
-        if name in params or name in keyword_only:
-            values[name] = value
-    if vararg is not None and star_values:
-        values[vararg] = merge(star_values)
-    if kwarg is not None:
-        extra = [v for k, v in keywords.items() if k not in params and k not in keyword_only]
-        if extra:
-            values[kwarg] = merge(extra)
-    arguments_ = tuple(sorted((name, _normalised(value, name)) for name, value in values.items()))
-    receiver = _normalised(function.receiver, "self") if function.receiver is not None else None
-    closure_values = tuple(sorted((n, _normalised(v, n)) for n, v in closure))
-    return Context(receiver, arguments_, closure_values, closure_in_region=function.defined_in_region)
-
-
-def _normalised(value: Value, name: str) -> Value:
-    """The value as the callee sees it: named by its parameter (so summaries are shared).
-
-    An object (a module, a container) passes no volatility: whether `self.dispatcher` is
-    reassigned says nothing about the branches inside the dispatcher's methods.
-    """
-    is_object = any(isinstance(t, (ClassType, ContainerType)) for t in value.types)
-    return Value(value.origins, value.types, frozenset() if is_object else value.volatile, name, value.attribute)

@@ -57,10 +57,9 @@ class LibraryCalls:
         if torch_api.is_numpy_draw(name):
             run.add(RANDOM_DRAW, node, "numpy-global", callee=callee)
             return _drawn(callee)
-        if name in torch_api.PYTHON_RNG_CLASSES:
-            return Value(types=frozenset({RngType("python", bool(node.args or node.keywords))}))
-        if name.startswith("numpy.random.") and short in torch_api.NUMPY_RNG_CONSTRUCTORS:
-            return Value(types=frozenset({RngType("numpy", bool(node.args or node.keywords))}))
+        rng = constructed_rng(name, node)
+        if rng is not None:
+            return Value(types=frozenset({rng}))
         if name in torch_api.TORCH_RANDOM_FUNCTIONS or (
             name == "torch.nn.functional.scaled_dot_product_attention" and _has_dropout(node)
         ):
@@ -227,6 +226,16 @@ class LibraryCalls:
                 if info is not None and classes.attribute_assignments(info, "device"):
                     return None
         return Value(frozenset({LOCAL}), frozenset({SAME_DEVICE}), path=path)
+
+
+def constructed_rng(name: str, call: ast.Call) -> RngType | None:
+    """`random.Random(0)`, `np.random.default_rng()`: a generator object (seeded when given arguments)."""
+    seeded = bool(call.args or call.keywords)
+    if name in torch_api.PYTHON_RNG_CLASSES:
+        return RngType("python", seeded)
+    if name.startswith("numpy.random.") and torch_api.short_name(name) in torch_api.NUMPY_RNG_CONSTRUCTORS:
+        return RngType("numpy", seeded)
+    return None
 
 
 def _drawn(callee: str) -> Value:

@@ -15,7 +15,7 @@ from typing import Iterator
 from ckptlint.regions import torch_api
 from ckptlint.syntax import walk
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.symbols import ASSIGN, MODULE, OTHER, UNPACK, ModuleSymbols
+from ckptlint.symbols import ASSIGN, MODULE, OTHER, UNPACK, ModuleSymbols, positional_parameters
 
 _MUTATING_METHODS = torch_api.CONTAINER_MUTATORS | torch_api.CONTAINER_ONLY_MUTATORS
 _PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer")
@@ -337,7 +337,7 @@ def _stores_a_tensor(node: ast.AST, function: ast.AST) -> bool:
     value = node.value
     if isinstance(value, ast.Name):
         args = getattr(function, "args", None)
-        for parameter in [*args.posonlyargs, *args.args, *args.kwonlyargs] if args else []:
+        for parameter in [*positional_parameters(args), *args.kwonlyargs] if args else []:
             if parameter.arg == value.id and parameter.annotation is not None:
                 return "Tensor" in ast.unparse(parameter.annotation)
     return False

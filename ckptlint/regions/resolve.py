@@ -19,7 +19,7 @@ from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULES
 from ckptlint.classes import ClassIndex
 from ckptlint.regions.summary import Context
 from ckptlint.regions.inference import TypeInference, display_name
-from ckptlint.symbols import ModuleSymbols, Scope
+from ckptlint.symbols import ModuleSymbols, Scope, positional_parameters
 from ckptlint.regions.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types, ordered
 
 
@@ -100,7 +100,7 @@ class RegionResolver:
         if function is None:
             return ()
         definition = function.node
-        params = [a.arg for a in (*definition.args.posonlyargs, *definition.args.args)]  # type: ignore[attr-defined]
+        params = [a.arg for a in positional_parameters(definition.args)]  # type: ignore[attr-defined]
         if function.receiver is not None:
             params = params[1:]
         bound = []
@@ -206,6 +206,6 @@ def _parameters(scope: Scope) -> set[str]:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         return set()
     args = node.args
-    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    names = {a.arg for a in (*positional_parameters(args), *args.kwonlyargs)}
     names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
     return names

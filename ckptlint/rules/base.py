@@ -27,6 +27,9 @@ class Rule:
     level: str = "warning"
     fixable: bool = False
     options: dict = {}  # configuration the rule needs to run (Config fields), for docs and tests
+    # divergences the runtime companion can observe that confirm a finding of this rule
+    # (categories of runtime/compare.py's reasons; rng-python / rng-torch tell RNG streams apart)
+    confirmed_by: frozenset[str] = frozenset()
 
     def check(self, context: RuleContext) -> Iterator[Finding]:
         return iter(())

@@ -68,5 +68,6 @@ class OuterStateMutation(RegionRule):
         Return what the region computes and store it outside the checkpointed call, or
         create the container inside the region.
     """
+    confirmed_by = frozenset({"container", "attribute"})
     kinds = frozenset({OUTER_STATE})
     messages = {"mutation": "{action} {subject}, which outlives the region: the replay does it again"}

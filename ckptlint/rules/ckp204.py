@@ -75,6 +75,7 @@ class TensorStateMutation(RegionRule):
         update buffers outside the region from values it returns; never modify a
         checkpoint input in place (`x = x + y` instead of `x += y`).
     """
+    confirmed_by = frozenset({"buffer"})
     kinds = frozenset({TENSOR_STATE, RUNNING_STATS})
     messages = {
         "mutation": "{action} {tensor_kind} {subject}, which outlives the region: the replay applies it again",

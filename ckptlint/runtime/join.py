@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
+from ckptlint.rules import ALL_RULES
 from ckptlint.runtime.report import Record
 
 CONFIRMED = "confirmed"
@@ -33,26 +34,23 @@ def _categories(record: Record) -> set[str]:
     return found
 
 
-# which observed divergences confirm each code
-CONFIRMS = {
-    "CKP102": {"rng-torch"} | _GRADIENTS,
-    "CKP201": {"rng-python"},
-    "CKP202": {"global", "container"},
-    "CKP203": {"container", "attribute"},
-    "CKP204": {"buffer"},
-    "CKP205": {"rng-torch"} | _GRADIENTS,
-    "CKP206": _GRADIENTS,
-}
-# which codes could have predicted each observed divergence
-EXPLAINED_BY = {
-    "rng-python": {"CKP201"},
-    "rng-torch": {"CKP102", "CKP205"},
-    "global": {"CKP202"},
-    "container": {"CKP202", "CKP203"},
-    "attribute": {"CKP203"},
-    "buffer": {"CKP204"},
-    "error": {"CKP101", "CKP102", "CKP201", "CKP202", "CKP203", "CKP204", "CKP205", "CKP206"},
-} | {category: {"CKP102", "CKP201", "CKP202", "CKP203", "CKP204", "CKP205", "CKP206"} for category in _GRADIENTS}
+# which observed divergences confirm each code: each rule says so (Rule.confirmed_by)
+CONFIRMS = {rule.code: set(rule.confirmed_by) for rule in ALL_RULES if rule.confirmed_by}
+
+
+def _explained_by() -> dict[str, set[str]]:
+    """Which codes could have predicted each observed divergence: those it confirms; and any
+    hazard that changes what the replay computes can show as changed outputs or gradients,
+    or as an error. CKP101 (the reentrant default) can only fail, never change a value."""
+    explained: dict[str, set[str]] = {}
+    for code, categories in CONFIRMS.items():
+        for category in categories | _GRADIENTS | {"error"}:
+            explained.setdefault(category, set()).add(code)
+    explained["error"].add("CKP101")
+    return explained
+
+
+EXPLAINED_BY = _explained_by()
 
 
 def _same_place(site: dict[str, Any] | None, path: str, line: int) -> bool:
