@@ -14,13 +14,18 @@ from typing import Iterator
 
 from ckptlint.catalogue import (
     CALLABLE,
+    DYNAMIC,
+    FALSE,
     FROM_ARGUMENT,
     IMPL_ARGUMENT,
     LAYER_CLASS,
     LIBRARY_DEFAULT,
     MODEL,
     NON_REENTRANT,
+    NONE,
+    OMITTED,
     REENTRANT,
+    TRUE,
     Catalogue,
     CheckpointAPI,
 )
@@ -32,11 +37,6 @@ from ckptlint.symbols import ASSIGN, IMPORT, ModuleSymbols, Scope
 PARTIAL = frozenset({"functools.partial"})
 
 # Values of a `use_reentrant` argument
-OMITTED = "omitted"
-NONE = "none"  # use_reentrant=None: torch treats it as not passed
-TRUE = "true"
-FALSE = "false"
-DYNAMIC = "dynamic"  # a variable, or **kwargs that may carry it: counts as given
 
 
 @dataclass(frozen=True, eq=False)

@@ -25,6 +25,13 @@ LIBRARY_DEFAULT = "library-default"  # takes use_reentrant, with a library defau
 IMPL_ARGUMENT = "impl-argument"  # torch's checkpoint_wrapper: `checkpoint_impl=CheckpointImpl.X`
 UNKNOWN = "unknown"  # in-house wrappers declared without a mode
 
+# how a call gives `use_reentrant` (CheckpointCall.use_reentrant)
+OMITTED = "omitted"
+NONE = "none"  # use_reentrant=None: torch treats it as not passed
+TRUE = "true"
+FALSE = "false"
+DYNAMIC = "dynamic"  # a variable, or **kwargs that may carry it: counts as given
+
 # Hazards an API undoes on replay.
 RUNNING_STATS = "running-stats"  # BatchNorm running statistics are not updated twice
 

@@ -1,32 +1,35 @@
-"""The rule registry: every rule ckptlint ships, by code."""
+"""The rule registry: every rule ckptlint ships, by code.
+
+Each `rules/ckpNNN.py` holds one rule class; the registry is read from those files, so a
+new rule is one new file. The codes are a user contract (`# noqa`, configs): tests check
+each file holds the rule its name says and that the generated docs list every code.
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import re
+
 from ckptlint.rules.base import Rule
-from ckptlint.rules.ckp000 import ParseError
-from ckptlint.rules.ckp001 import UnusedNoqa
-from ckptlint.rules.ckp101 import ImplicitUseReentrant
-from ckptlint.rules.ckp102 import RngStateNotPreserved
-from ckptlint.rules.ckp201 import UnsavedRandomDraw
-from ckptlint.rules.ckp202 import ModuleStateMutation
-from ckptlint.rules.ckp203 import OuterStateMutation
-from ckptlint.rules.ckp204 import TensorStateMutation
-from ckptlint.rules.ckp205 import DeviceMove
-from ckptlint.rules.ckp206 import UnstableBranch
 
-ALL_RULES: tuple[Rule, ...] = (
-    ParseError(),
-    UnusedNoqa(),
-    ImplicitUseReentrant(),
-    RngStateNotPreserved(),
-    UnsavedRandomDraw(),
-    ModuleStateMutation(),
-    OuterStateMutation(),
-    TensorStateMutation(),
-    DeviceMove(),
-    UnstableBranch(),
-)
+_RULE_MODULE = re.compile(r"ckp\d{3}")
 
+
+def _discover() -> tuple[Rule, ...]:
+    rules: list[Rule] = []
+    for info in pkgutil.iter_modules(__path__):
+        if _RULE_MODULE.fullmatch(info.name):
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            rules.extend(
+                value()
+                for value in vars(module).values()
+                if isinstance(value, type) and issubclass(value, Rule) and value.__module__ == module.__name__
+            )
+    return tuple(sorted(rules, key=lambda rule: rule.code))
+
+
+ALL_RULES: tuple[Rule, ...] = _discover()
 RULES_BY_CODE: dict[str, Rule] = {rule.code: rule for rule in ALL_RULES}
 ALL_CODES: tuple[str, ...] = tuple(RULES_BY_CODE)
 

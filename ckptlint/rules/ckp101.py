@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from ckptlint.calls import NONE, OMITTED
+from ckptlint.catalogue import NONE, OMITTED
 from ckptlint.finding import Finding
 from ckptlint.rules.base import Rule, RuleContext, finding_at
 
