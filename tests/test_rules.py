@@ -86,3 +86,13 @@ def test_runtime_confirmations_name_observable_divergences() -> None:
     observable = {"output", "input-grad", "parameter-grad", "buffer", "rng-python", "rng-torch", "container", "global", "attribute", "error"}
     for rule in ALL_RULES:
         assert rule.confirmed_by <= observable, rule.code
+
+
+def test_public_api_is_the_package_face() -> None:
+    import ckptlint
+    import ckptlint.engine
+
+    assert sorted(ckptlint.__all__) == ["Config", "Finding", "LintResult", "Linter", "__version__", "lint_source"]
+    assert ckptlint.Linter is ckptlint.engine.Linter and ckptlint.lint_source is lint_source
+    [finding] = ckptlint.lint_source("import random\nfrom torch.utils.checkpoint import checkpoint\n\ndef f(x):\n    return x * random.random()\n\ncheckpoint(f, 1, use_reentrant=False)\n")
+    assert (finding.code, finding.line, finding.column) == ("CKP201", 5, 16)
