@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable
 from ckptlint.regions import torch_api
 from ckptlint.regions.library_calls import NONE_TYPE
 from ckptlint.regions.summary import Context
+from ckptlint.regions.values import Types
 from ckptlint.regions.values import CONST, CONST_VALUE, INPUT, LOCAL, OUTER, ClassType, ContainerType, FunctionType, Value, merge
 from ckptlint.symbols import ModuleSymbols, Scope, positional_parameters
 
@@ -29,7 +30,7 @@ CONTAINER_ANNOTATIONS = {
 SCALAR_TYPES = frozenset(ClassType(f"builtins.{name}") for name in SCALAR_ANNOTATIONS)
 
 
-def parameter_values(node: ast.AST, context: Context, annotation_types: Callable[[ast.expr | None], frozenset]) -> dict[str, Value]:
+def parameter_values(node: ast.AST, context: Context, annotation_types: Callable[[ast.expr | None], Types]) -> dict[str, Value]:
     """The values a function's parameters hold when called in `context`: what the call passes,
     inputs of the checkpoint call for a region entry, defaults otherwise."""
     env: dict[str, Value] = {}
@@ -75,7 +76,7 @@ def _passed_by_checkpoint(context: Context, name: str, free_positional: list[str
     return name in free_positional[: context.entry_positional]
 
 
-def annotation_types(inference: TypeInference, module: ModuleSymbols, scope: Scope, annotation: ast.expr | None) -> frozenset:
+def annotation_types(inference: TypeInference, module: ModuleSymbols, scope: Scope, annotation: ast.expr | None) -> Types:
     """Types a parameter annotation promises (`Tensor`, `list[int]`, a project class)."""
     if annotation is None:
         return frozenset()

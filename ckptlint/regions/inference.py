@@ -19,6 +19,7 @@ from ckptlint.regions.library_calls import constructed_rng
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope, positional_parameters
+from ckptlint.regions.values import Type, Types
 from ckptlint.regions.values import (
     OUTER,
     ClassObjectType,
@@ -32,22 +33,22 @@ from ckptlint.regions.values import (
 )
 
 MAX_DEPTH = 24
-EMPTY: frozenset = frozenset()
+EMPTY: Types = frozenset()
 
 
 class TypeInference:
     def __init__(self, project: Project, classes: ClassIndex):
         self.project = project
         self.classes = classes
-        self._attribute_types: dict[tuple[int, str], frozenset] = {}
+        self._attribute_types: dict[tuple[int, str], Types] = {}
         self._returns: dict[int, list[ast.expr]] = {}
-        self._return_types: dict[int, frozenset] = {}
-        self._binding_types: dict[int, frozenset] = {}
-        self._growth: dict[int, dict] = {}
+        self._return_types: dict[int, Types] = {}
+        self._binding_types: dict[int, Types] = {}
+        self._growth: dict[int, dict[tuple[int, str], list[tuple[ast.Call, Scope]]]] = {}
 
     # -- expressions ----------------------------------------------------------
 
-    def types(self, expr: ast.AST | None, module: ModuleSymbols, scope: Scope, depth: int = 0) -> frozenset:
+    def types(self, expr: ast.AST | None, module: ModuleSymbols, scope: Scope, depth: int = 0) -> Types:
         if expr is None or depth > MAX_DEPTH:
             return EMPTY
         if isinstance(expr, ast.Call):
@@ -87,24 +88,24 @@ class TypeInference:
             return self.types(expr.value, module, scope, depth + 1)
         return EMPTY
 
-    def _elements(self, elements: Iterable[ast.expr], module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
-        found: set = set()
+    def _elements(self, elements: Iterable[ast.expr], module: ModuleSymbols, scope: Scope, depth: int) -> Types:
+        found: set[Type] = set()
         for element in elements:
             found.update(self.types(element, module, scope, depth + 1))
         return frozenset(found)
 
-    def _call_types(self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
+    def _call_types(self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         name = self.qualified_name(call.func, module, scope)
         if name is not None:
             known = self._library_call(name, call, module, scope, depth)
             if known is not None:
                 return known
-        results: set = set()
+        results: set[Type] = set()
         for callee in self.types(call.func, module, scope, depth + 1):
             results.update(self.call_result(callee, call, module, scope, depth + 1))
         return frozenset(results)
 
-    def call_result(self, callee, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
+    def call_result(self, callee: Type, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         """The types calling a value of type `callee` gives."""
         if isinstance(callee, ClassObjectType):
             return frozenset({self.instance(callee.name, call)})
@@ -122,7 +123,7 @@ class TypeInference:
             if callee_scope is None:
                 return EMPTY
             bound = self._bind_call_types(callee_scope, call, module, scope, depth)
-            found: set = set()
+            found: set[Type] = set()
             for item in self._returned_types(callee_module, callee_scope):
                 if isinstance(item, FunctionType) and bound and item.node is not None:
                     # a closure factory: the inner function sees the factory's arguments
@@ -131,7 +132,9 @@ class TypeInference:
             return frozenset(found)
         return EMPTY
 
-    def _bind_call_types(self, callee_scope: Scope, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int):
+    def _bind_call_types(
+        self, callee_scope: Scope, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int
+    ) -> tuple[tuple[str, Value], ...]:
         if call is None:
             return ()
         node = callee_scope.node
@@ -149,11 +152,11 @@ class TypeInference:
                 bound.append((keyword.arg, Value(frozenset({OUTER}), types, path=keyword.arg)))
         return tuple(bound)
 
-    def _library_call(self, name: str, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset | None:
+    def _library_call(self, name: str, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Types | None:
         short = torch_api.short_name(name)
         if name.startswith("torch.nn.") and short in torch_api.TORCH_CONTAINERS:
             kind = torch_api.TORCH_CONTAINERS[short]
-            elements: set = set()
+            elements: set[Type] = set()
             for argument in call.args:
                 if isinstance(argument, ast.Starred):
                     elements.update(element_types(self.types(argument.value, module, scope, depth + 1)))
@@ -184,8 +187,8 @@ class TypeInference:
             return frozenset({self.instance(name, call)})
         return None
 
-    def _elements_of_arguments(self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
-        found: set = set()
+    def _elements_of_arguments(self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
+        found: set[Type] = set()
         for argument in call.args[:1]:
             found.update(element_types(self.types(argument, module, scope, depth + 1)))
         return frozenset(found)
@@ -222,7 +225,7 @@ class TypeInference:
         name = module.qualified_name(expr, scope)
         return None if name is None else self.project.canonical_name(name)
 
-    def _name_types(self, expr: ast.Name, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
+    def _name_types(self, expr: ast.Name, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         receiver = self.self_class(module, scope, expr.id)
         if receiver is not None:
             return frozenset({ClassType(receiver.qualified_name)})
@@ -233,12 +236,12 @@ class TypeInference:
         if binding.scope.kind == "module" or binding.kind in (IMPORT, CLASSDEF, DEF):
             return self.binding_types(module, binding, depth + 1)
         # inside a function, any of its assignments may be the one that ran (`if ...: block = A() else: block = B()`)
-        found: set = set()
+        found: set[Type] = set()
         for candidate in binding.scope.bindings.get(expr.id, [binding]):
             found.update(self.binding_types(module, candidate, depth + 1))
         return frozenset(found)
 
-    def binding_types(self, module: ModuleSymbols, binding: Binding, depth: int = 0) -> frozenset:
+    def binding_types(self, module: ModuleSymbols, binding: Binding, depth: int = 0) -> Types:
         """Memoised per binding; a fresh depth budget inside (the memo and a cycle sentinel bound the work)."""
         key = id(binding)
         cached = self._binding_types.get(key)
@@ -249,7 +252,7 @@ class TypeInference:
         self._binding_types[key] = result
         return result
 
-    def _binding_types_uncached(self, module: ModuleSymbols, binding: Binding, depth: int) -> frozenset:
+    def _binding_types_uncached(self, module: ModuleSymbols, binding: Binding, depth: int) -> Types:
         scope = binding.written_from or binding.scope
         if binding.kind == CLASSDEF:
             return frozenset({ClassObjectType(module.binding_qualified_name(binding) or binding.name)})
@@ -276,12 +279,12 @@ class TypeInference:
             return self._parameter_types(binding, module, depth)
         return EMPTY
 
-    def _grown_elements(self, module: ModuleSymbols, scope: Scope, name: str, depth: int) -> frozenset | None:
+    def _grown_elements(self, module: ModuleSymbols, scope: Scope, name: str, depth: int) -> Types | None:
         """Element types of a list `name` that the scope builds: `[...]`, `.append(x)`, `+= [...]`."""
         bindings = scope.bindings.get(name, [])
         if not any(b.kind == ASSIGN and isinstance(b.value, (ast.List, ast.Tuple, ast.ListComp)) for b in bindings):
             return None
-        elements: set = set()
+        elements: set[Type] = set()
         for b in bindings:
             if b.kind == ASSIGN:
                 elements.update(element_types(self.types(b.value, module, scope, depth + 1)))
@@ -305,7 +308,7 @@ class TypeInference:
             for call, scope in module.calls:
                 func = call.func
                 if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert") and isinstance(func.value, ast.Name):
-                    owner = scope
+                    owner: Scope | None = scope
                     while owner is not None and func.value.id not in owner.bindings:
                         owner = owner.parent
                     if owner is not None:
@@ -313,7 +316,7 @@ class TypeInference:
             self._growth[id(module)] = index
         return index
 
-    def _global_types(self, qualified_name: str, depth: int) -> frozenset:
+    def _global_types(self, qualified_name: str, depth: int) -> Types:
         canonical = self.project.canonical_name(qualified_name)
         found = self.project.global_binding(canonical)
         if found is not None:
@@ -323,7 +326,7 @@ class TypeInference:
             return frozenset({ClassObjectType(canonical)})
         return EMPTY
 
-    def _loop_types(self, binding: Binding, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
+    def _loop_types(self, binding: Binding, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         iterable = binding.value
         if iterable is None:
             return EMPTY
@@ -345,8 +348,8 @@ class TypeInference:
             return element_types(self.types(iterable.func.value, module, scope, depth + 1))
         return element_types(self.types(iterable, module, scope, depth + 1))
 
-    def _parameter_types(self, binding: Binding, module: ModuleSymbols, depth: int) -> frozenset:
-        found: set = set()
+    def _parameter_types(self, binding: Binding, module: ModuleSymbols, depth: int) -> Types:
+        found: set[Type] = set()
         if binding.value is not None:  # the annotation
             found.update(self.annotation_types(binding.value, module, binding.scope.parent or binding.scope, depth))
         default = _parameter_default(binding)
@@ -354,7 +357,7 @@ class TypeInference:
             found.update(self.types(default, module, binding.scope.parent or binding.scope, depth + 1))
         return frozenset(found)
 
-    def annotation_types(self, annotation: ast.expr, module: ModuleSymbols, scope: Scope, depth: int = 0) -> frozenset:
+    def annotation_types(self, annotation: ast.expr, module: ModuleSymbols, scope: Scope, depth: int = 0) -> Types:
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             try:
                 annotation = ast.parse(annotation.value, mode="eval").body
@@ -385,8 +388,8 @@ class TypeInference:
 
     # -- attributes -----------------------------------------------------------
 
-    def _attribute_expr_types(self, expr: ast.Attribute, module: ModuleSymbols, scope: Scope, depth: int) -> frozenset:
-        found: set = set()
+    def _attribute_expr_types(self, expr: ast.Attribute, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
+        found: set[Type] = set()
         for base in self.types(expr.value, module, scope, depth + 1):
             if isinstance(base, ClassType):
                 info = self.classes.by_name(base.name)
@@ -399,13 +402,13 @@ class TypeInference:
             return self._global_types(name, depth + 1)
         return EMPTY
 
-    def attribute_types(self, info: ClassInfo, attribute: str) -> frozenset:
+    def attribute_types(self, info: ClassInfo, attribute: str) -> Types:
         key = (id(info.scope), attribute)
         cached = self._attribute_types.get(key)
         if cached is not None:
             return cached
         self._attribute_types[key] = EMPTY  # cycles: `self.a = self.a.b`
-        found: set = set()
+        found: set[Type] = set()
         initialised = False  # the most derived class that sets it in __init__ overrides its bases
         for cls in self.classes.mro(info):
             sets_in_init = False
@@ -432,18 +435,18 @@ class TypeInference:
 
     # -- functions ------------------------------------------------------------
 
-    def function(self, module: ModuleSymbols, scope: Scope, receiver: Value | None = None, bound=()) -> FunctionType:
+    def function(self, module: ModuleSymbols, scope: Scope, receiver: Value | None = None, bound: Iterable[tuple[str, Value]] = ()) -> FunctionType:
         node = scope.node
         return FunctionType(id(node), display_name(scope), receiver, tuple(bound), node=node, module=module)
 
-    def _returned_types(self, module: ModuleSymbols, scope: Scope) -> frozenset:
+    def _returned_types(self, module: ModuleSymbols, scope: Scope) -> Types:
         """What a function returns, memoised (fresh depth budget, cycle sentinel)."""
         key = id(scope)
         cached = self._return_types.get(key)
         if cached is not None:
             return cached
         self._return_types[key] = EMPTY
-        found: set = set()
+        found: set[Type] = set()
         for returned in self.return_expressions(scope):
             found.update(self.types(returned, module, scope))
         result = frozenset(found)
@@ -499,7 +502,7 @@ def _is_static(node: ast.AST) -> bool:
     return any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in getattr(node, "decorator_list", ()))
 
 
-def _keyword_constant(call: ast.Call | None, name: str):
+def _keyword_constant(call: ast.Call | None, name: str) -> object:
     if call is None:
         return None
     for keyword in call.keywords:

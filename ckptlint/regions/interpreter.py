@@ -24,7 +24,7 @@ from ckptlint.regions.inference import TypeInference
 from ckptlint.regions.library_calls import LibraryCalls
 from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names
 from ckptlint.project import Project
-from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, ModuleSymbols, Scope
+from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, Binding, ModuleSymbols, Scope
 from ckptlint.regions.summary import (
     EMPTY_SUMMARY,
     GLOBAL_STATE,
@@ -36,6 +36,7 @@ from ckptlint.regions.summary import (
     Effect,
     Summary,
 )
+from ckptlint.regions.values import Type, Types
 from ckptlint.regions.values import (
     ordered,
     CONST,
@@ -67,8 +68,8 @@ class Summaries:
         self.classes = classes
         self.inference = inference
         self.mutability = mutability
-        self._memo: dict[tuple, Summary] = {}
-        self._active: set[tuple] = set()
+        self._memo: dict[tuple[int, Context], Summary] = {}
+        self._active: set[tuple[int, Context]] = set()
 
     def summary(self, module: ModuleSymbols, scope: Scope, context: Context) -> Summary:
         key = (id(scope.node), context)
@@ -118,7 +119,7 @@ class FunctionInterpreter:
 
     # -- effects --------------------------------------------------------------
 
-    def add(self, kind: str, node: ast.AST, variant: str, depends_on: frozenset = frozenset(), **facts: str) -> None:
+    def add(self, kind: str, node: ast.AST, variant: str, depends_on: frozenset[tuple[str, str]] = frozenset(), **facts: str) -> None:
         """Record an effect of this function; `facts` are what the rule's message quotes."""
         self.record(Effect(kind, self.module, node, variant, tuple(facts.items()), depends_on=depends_on))
 
@@ -169,7 +170,8 @@ class FunctionInterpreter:
     def branch(self, test: ast.AST, value: Value) -> None:
         others = sorted(value.volatile - {GRAD_MODE})
         reasons = [reason.text for reason in others]
-        depends_on = frozenset(r.state for r in others) if others and all(r.state for r in others) else frozenset()
+        states = [r.state for r in others if r.state is not None]
+        depends_on = frozenset(states) if others and len(states) == len(others) else frozenset()
         if GRAD_MODE in value.volatile:
             self.add(GRAD_MODE_BRANCH, test, "grad-mode")
         if reasons:
@@ -233,7 +235,7 @@ class FunctionInterpreter:
                 if item.optional_vars is not None:
                     self.assign(item.optional_vars, LOCAL_VALUE, node)
             self.block(node.body)
-        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        elif isinstance(node, (ast.Try, ast.TryStar)):
             self.block(node.body)
             handlers = []
             for handler in node.handlers:
@@ -337,7 +339,8 @@ class FunctionInterpreter:
             return CONST_VALUE
         method = getattr(self, "eval_" + type(node).__name__, None)
         if method is not None:
-            return method(node)
+            value: Value = method(node)
+            return value
         volatile: set[Volatility] = set()
         for child in child_nodes(node):
             if isinstance(child, ast.expr):
@@ -375,7 +378,7 @@ class FunctionInterpreter:
         types = frozenset({ClassType(owner.qualified_name)}) if owner else self.inference.binding_types(module, binding, 1)
         return Value(frozenset({OUTER}), types, path=name)
 
-    def global_value(self, name: str, binding) -> Value:
+    def global_value(self, name: str, binding: Binding) -> Value:
         module = self.module
         types = self.inference.binding_types(module, binding, 1)
         if binding.kind in (DEF, CLASSDEF):
@@ -388,7 +391,7 @@ class FunctionInterpreter:
             return Value(frozenset({CONST}), types, path=name)
         return self._global_object(module, name, types)
 
-    def _global_object(self, module: ModuleSymbols, name: str, types: frozenset) -> Value:
+    def _global_object(self, module: ModuleSymbols, name: str, types: Types) -> Value:
         reason = self.analysis.mutability.mutable_globals(module).get(name)
         volatile = frozenset({Volatility(f"global `{name}` ({reason})", ("global", name))}) if reason else frozenset()
         return Value(frozenset({GLOBAL + name}), types, volatile, path=name)
@@ -437,7 +440,7 @@ class FunctionInterpreter:
             return Value(frozenset({CONST}), path=path)
         if not base.outlives_region:
             return Value(base.origins, volatile=base.volatile, path=path)
-        types: set = set()
+        types: set[Type] = set()
         # which object `base` is may change; what a branch reads is the attribute's own value,
         # so only the attribute's mutability counts (`self.dispatcher.routing_map`)
         volatile: set[Volatility] = set()
@@ -492,7 +495,7 @@ class FunctionInterpreter:
         return self.eval(node.value)
 
     def _literal(self, elements: Iterable[ast.AST | None], kind: str) -> Value:
-        types: set = set()
+        types: set[Type] = set()
         volatile: set[Volatility] = set()
         for element in elements:
             value = self.eval(element)
@@ -514,14 +517,14 @@ class FunctionInterpreter:
             self.eval(key)
         return self._literal(node.values, torch_api.MAPPING)
 
-    def _comprehension(self, node, elements: list[ast.expr], kind: str) -> Value:
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp, elements: list[ast.expr], kind: str) -> Value:
         saved = dict(self.env)
         for generator in node.generators:
             iterable = self.eval(generator.iter)
             self.assign(generator.target, self.element(iterable, generator.iter), node)
             for condition in generator.ifs:
                 self.eval(condition)
-        types: set = set()
+        types: set[Type] = set()
         for element in elements:
             types.update(self.eval(element).types)
         self.env = saved
@@ -590,7 +593,7 @@ class FunctionInterpreter:
         name = self.module.qualified_name(func, self.scope)
         return None if name is None else self.analysis.project.canonical_name(name)
 
-    def method_call(self, receiver: Value, method: str, node: ast.Call, arguments, keywords) -> Value:
+    def method_call(self, receiver: Value, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         known = self.library.method(receiver, method, node)
         if known is not None:
             return known
@@ -606,7 +609,7 @@ class FunctionInterpreter:
             return Value(receiver.origins, types, receiver.volatile, f"{text}()", receiver.attribute)
         return Value(volatile=receiver.volatile)
 
-    def bound_methods(self, receiver: Value, method: str, node: ast.Call, arguments, keywords) -> Value | None:
+    def bound_methods(self, receiver: Value, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
         """Calls of project methods on a receiver of known class (`self.helper(x)`, `block.forward(x)`)."""
         results: list[Value] = []
         for item in ordered(receiver.types):
@@ -627,7 +630,7 @@ class FunctionInterpreter:
                 results.append(self.call_function(item, node, arguments, keywords))
         return merge(results) if results else None
 
-    def super_call(self, method: str, node: ast.Call, arguments, keywords) -> Value:
+    def super_call(self, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         """`super().forward(x)`: the next definition in the method resolution order."""
         owner_scope = self.scope.parent
         receiver = self.env.get(self.scope.first_parameter() or "", None)
@@ -646,7 +649,7 @@ class FunctionInterpreter:
                 return self.call_function(function, node, arguments, keywords)
         return LOCAL_VALUE
 
-    def invoke(self, callee: Value, node: ast.Call, arguments, keywords) -> Value:
+    def invoke(self, callee: Value, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         results: list[Value] = []
         for item in ordered(callee.types):
             if isinstance(item, FunctionType):
@@ -661,7 +664,7 @@ class FunctionInterpreter:
                 results.append(Value(types=frozenset({self.inference.instance(item.name, node)})))
         return merge(results) if results else LOCAL_VALUE
 
-    def call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments, keywords) -> Value:
+    def call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         """Calling an `nn.Module` instance runs its forward."""
         if self.library.module_call(module_value.path or ast.unparse(node.func), item, node):
             return LOCAL_VALUE

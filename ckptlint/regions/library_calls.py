@@ -102,8 +102,9 @@ class LibraryCalls:
             run.mutate(arguments[0], node, f"in-place `{callee}()` on", tensor=True)
         short = torch_api.short_name(name)
         device = _keyword(node, "device")
-        if device is not None and short in torch_api.TORCH_FACTORIES:
-            self.device_move(node, device, "factory", callee=callee)
+        described = self._explicit_device(device) if device is not None and short in torch_api.TORCH_FACTORIES else None
+        if described is not None:
+            run.add(DEVICE_MOVE, node, "factory", callee=callee, device=described)
         if short[:1].isupper():
             if name.startswith("torch.nn.") and short in torch_api.TORCH_CONTAINERS:
                 return Value(types=run.inference.types(node, run.module, run.scope))
@@ -142,8 +143,9 @@ class LibraryCalls:
             return LOCAL_VALUE
         if method == "to":
             device = node.args[0] if node.args else _keyword(node, "device")
-            if device is not None:
-                self.device_move(node, device, "to", subject=subject)
+            described = self._explicit_device(device) if device is not None else None
+            if described is not None:
+                run.add(DEVICE_MOVE, node, "to", subject=subject, device=described)
             return LOCAL_VALUE
         if method.endswith("_") and not method.startswith("_") and method not in torch_api.NOT_INPLACE:
             run.mutate(receiver, node, f"in-place `.{method}()` on", tensor=True)
@@ -192,11 +194,6 @@ class LibraryCalls:
         self.interpreter.add(RUNNING_STATS, node, "module", subject=path, module_class=short)
 
     # -- devices ----------------------------------------------------------------
-
-    def device_move(self, node: ast.AST, device: ast.expr, variant: str, **facts: str) -> None:
-        described = self._explicit_device(device)
-        if described is not None:
-            self.interpreter.add(DEVICE_MOVE, node, variant, **facts, device=described)
 
     def _explicit_device(self, device: ast.expr) -> str | None:
         """How the code names a device other than an input's, or None (a dtype, `x.device`, a tensor)."""

@@ -247,7 +247,7 @@ class Mutability:
 
 def _own_mutable_attributes(cls: ClassInfo) -> dict[str, str]:
     """What `mutable_attributes` finds in one class's own methods (kept on the class node)."""
-    cached = getattr(cls.node, "_ckptlint_mutable", None)
+    cached: dict[str, str] | None = getattr(cls.node, "_ckptlint_mutable", None)
     if cached is not None:
         return cached
     found: dict[str, str] = {}
@@ -272,7 +272,7 @@ def _own_mutable_attributes(cls: ClassInfo) -> dict[str, str]:
 
 
 def _own_tensor_attributes(cls: ClassInfo) -> frozenset[str]:
-    cached = getattr(cls.node, "_ckptlint_tensors", None)
+    cached: frozenset[str] | None = getattr(cls.node, "_ckptlint_tensors", None)
     if cached is not None:
         return cached
     found: set[str] = set()

@@ -16,10 +16,11 @@ from ckptlint.regions import torch_api
 from ckptlint.syntax import walk
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULES
-from ckptlint.classes import ClassIndex
+from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.regions.summary import Context
 from ckptlint.regions.inference import TypeInference, display_name
 from ckptlint.symbols import ModuleSymbols, Scope, positional_parameters
+from ckptlint.regions.values import Types
 from ckptlint.regions.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types, ordered
 
 
@@ -76,7 +77,7 @@ class RegionResolver:
                         entries.extend(self._module_entries(element))
         return entries
 
-    def _region_types(self, region: ast.expr, call: CheckpointCall) -> frozenset:
+    def _region_types(self, region: ast.expr, call: CheckpointCall) -> Types:
         module, scope = call.module, call.scope
         if isinstance(region, ast.Attribute) and region.attr in ("__call__", "forward"):
             return frozenset(t for t in self.inference.types(region.value, module, scope) if isinstance(t, ClassType))
@@ -123,7 +124,7 @@ class RegionResolver:
         context = Context(function.receiver, arguments, closure, entry=True, entry_positional=positional, entry_keywords=keywords)
         return RegionEntry(module, scope, context, display_name(scope))
 
-    def _class_flag(self, info, name: str | None) -> bool:
+    def _class_flag(self, info: ClassInfo, name: str | None) -> bool:
         """Whether the class (or a project base) sets `name = True` in its body."""
         if name is None:
             return False

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Union
+from typing import Iterable, TypeAlias, Union
 
 LOCAL = "local"  # created inside the region
 INPUT = "input"  # passed into the region by the checkpoint call
@@ -60,14 +60,14 @@ class ContainerType:
     """A list, tuple, dict or module container, with the types of its elements."""
 
     kind: str  # torch_api.SEQUENTIAL / SEQUENCE / MAPPING
-    elements: frozenset = frozenset()
+    elements: Types = frozenset()
 
 
 @dataclass(frozen=True)
 class TupleType:
     """A tuple with known positions: `return nn.Sequential(*stages), feature_info`."""
 
-    positions: tuple[frozenset, ...]
+    positions: tuple[Types, ...]
 
 
 @dataclass(frozen=True)
@@ -91,13 +91,14 @@ class FunctionType:
     module: object = field(default=None, compare=False, hash=False, repr=False)
 
 
-Type = Union[ClassType, ClassObjectType, ContainerType, TupleType, RngType, FunctionType]
+Type: TypeAlias = Union[ClassType, ClassObjectType, ContainerType, TupleType, RngType, FunctionType]
+Types: TypeAlias = "frozenset[Type]"  # what a name may hold: a union of abstract types
 
 
 @dataclass(frozen=True)
 class Value:
     origins: frozenset[str] = frozenset({LOCAL})
-    types: frozenset = frozenset()
+    types: Types = frozenset()
     volatile: frozenset[Volatility] = frozenset()  # why a branch on this value may differ on replay
     path: str = ""  # how the code names it, for messages
     attribute: tuple[str, str] | None = None  # (class name, attribute) for `self.<attribute>`
@@ -113,7 +114,7 @@ class Value:
     def renamed(self, path: str) -> Value:
         return replace(self, path=path)
 
-    def with_types(self, types: Iterable) -> Value:
+    def with_types(self, types: Iterable[Type]) -> Value:
         return replace(self, types=frozenset(types))
 
 
@@ -140,9 +141,9 @@ def merge(values: Iterable[Value]) -> Value:
     )
 
 
-def element_types(types: Iterable) -> frozenset:
+def element_types(types: Iterable[Type]) -> Types:
     """What indexing or iterating over values of these types gives."""
-    found: set = set()
+    found: set[Type] = set()
     for item in types:
         if isinstance(item, ContainerType):
             found.update(item.elements)
@@ -152,9 +153,9 @@ def element_types(types: Iterable) -> frozenset:
     return frozenset(found)
 
 
-def unpacked_types(types: Iterable, index: int) -> frozenset:
+def unpacked_types(types: Iterable[Type], index: int) -> Types:
     """What position `index` of `a, b = value` gets."""
-    found: set = set()
+    found: set[Type] = set()
     for item in types:
         if isinstance(item, TupleType):
             if index < len(item.positions):
@@ -164,13 +165,13 @@ def unpacked_types(types: Iterable, index: int) -> frozenset:
     return frozenset(found)
 
 
-def ordered(types: frozenset | set) -> list:
+def ordered(types: Iterable[Type]) -> list[Type]:
     """Types in a stable order: sets iterate by hash, which differs between processes, and
     the first region path found is the one a message names."""
     return sorted(types, key=_stable_key)
 
 
-def _stable_key(item: object) -> tuple:
+def _stable_key(item: object) -> tuple[object, ...]:
     node = getattr(item, "node", None)
     module = getattr(item, "module", None)
     source = getattr(module, "source", None)

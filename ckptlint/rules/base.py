@@ -11,9 +11,14 @@ import ast
 import textwrap
 from typing import Iterable, Iterator
 
+from ckptlint.calls import CheckpointCall
 from ckptlint.finding import Finding, Fix, Site
+from ckptlint.regions.summary import Effect
 from ckptlint.rules.context import RuleContext
 from ckptlint.symbols import ModuleSymbols
+
+# what a rule file needs besides the vocabulary, the catalogue and findings
+__all__ = ["CheckpointCall", "Effect", "RegionRule", "Rule", "RuleContext", "finding_at"]
 
 
 class Rule:
@@ -26,7 +31,7 @@ class Rule:
     remedy: str = ""  # how to fix it by hand, or what --fix does
     level: str = "warning"
     fixable: bool = False
-    options: dict = {}  # configuration the rule needs to run (Config fields), for docs and tests
+    options: dict[str, object] = {}  # configuration the rule needs to run (Config fields), for docs and tests
     # divergences the runtime companion can observe that confirm a finding of this rule
     # (categories of runtime/compare.py's reasons; rng-python / rng-torch tell RNG streams apart)
     confirmed_by: frozenset[str] = frozenset()
@@ -103,7 +108,7 @@ class RegionRule(Rule):
     kinds: frozenset[str] = frozenset()
     messages: dict[str, str] = {}  # effect variant -> message template over the effect's facts
 
-    def applies(self, call, effect) -> bool:
+    def applies(self, call: CheckpointCall, effect: Effect) -> bool:
         return True
 
     def check(self, context: RuleContext) -> Iterator[Finding]:
@@ -113,10 +118,10 @@ class RegionRule(Rule):
                     site = context.site(call, effect.chain)
                     yield finding_at(effect.module, effect.node, self.code, self.describe(call, effect), (site,))
 
-    def describe(self, call, effect) -> str:
+    def describe(self, call: CheckpointCall, effect: Effect) -> str:
         """The message: the rule's wording for the effect's variant, filled with its facts."""
         return self.messages[effect.variant].format_map({**effect.fact_map, **self.call_facts(call, effect)})
 
-    def call_facts(self, call, effect) -> dict[str, str]:
+    def call_facts(self, call: CheckpointCall, effect: Effect) -> dict[str, str]:
         """Facts about the checkpoint call that the wording needs (its mode, say)."""
         return {}

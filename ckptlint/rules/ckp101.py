@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ckptlint.catalogue import NONE, OMITTED
 from ckptlint.finding import Finding
-from ckptlint.rules.base import Rule, RuleContext, finding_at
+from ckptlint.rules.base import CheckpointCall, Rule, RuleContext, finding_at
 
 
 class ImplicitUseReentrant(Rule):
@@ -69,7 +69,7 @@ class ImplicitUseReentrant(Rule):
             yield finding_at(call.module, call.node, self.code, summary, fixes=context.fixes_for(call))
 
 
-def _callee_text(call) -> str:
+def _callee_text(call: CheckpointCall) -> str:
     """`checkpoint()`, or `self._ckpt()` (a partial of checkpoint) when spelled otherwise."""
     api = call.api.name.rpartition(".")[2]
     func = getattr(call.node, "func", None)

@@ -2,7 +2,7 @@
 
 from ckptlint.catalogue import RUNNING_STATS as NEUTRALISES_RUNNING_STATS
 from ckptlint.regions.summary import RUNNING_STATS, TENSOR_STATE
-from ckptlint.rules.base import RegionRule
+from ckptlint.rules.base import CheckpointCall, Effect, RegionRule
 
 
 class TensorStateMutation(RegionRule):
@@ -87,5 +87,5 @@ class TensorStateMutation(RegionRule):
         "the replay updates them a second time (momentum applied twice)",
     }
 
-    def applies(self, call, effect) -> bool:
+    def applies(self, call: CheckpointCall, effect: Effect) -> bool:
         return not (effect.kind == RUNNING_STATS and NEUTRALISES_RUNNING_STATS in call.api.neutralises)

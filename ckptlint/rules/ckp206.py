@@ -1,7 +1,7 @@
 """CKP206: control flow in the region on mutable or untracked state."""
 
 from ckptlint.regions.summary import GRAD_MODE_BRANCH, UNSTABLE_BRANCH
-from ckptlint.rules.base import RegionRule
+from ckptlint.rules.base import CheckpointCall, Effect, RegionRule
 
 
 class UnstableBranch(RegionRule):
@@ -62,8 +62,8 @@ class UnstableBranch(RegionRule):
         "the replay with grad enabled, so the two take different paths (this call is reentrant {how})",
     }
 
-    def applies(self, call, effect) -> bool:
+    def applies(self, call: CheckpointCall, effect: Effect) -> bool:
         return effect.kind != GRAD_MODE_BRANCH or call.reentrant is True
 
-    def call_facts(self, call, effect) -> dict[str, str]:
+    def call_facts(self, call: CheckpointCall, effect: Effect) -> dict[str, str]:
         return {"how": "by default (use_reentrant not passed)" if call.reentrant_by_default else "as called"}
