@@ -43,7 +43,7 @@ def fixed_files(result: LintResult, unsafe: bool) -> list[Change]:
 
 
 def unified_diff(changes: list[Change]) -> str:
-    parts = []
+    parts: list[str] = []
     for change in changes:
         parts.extend(
             difflib.unified_diff(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from ckptlint.calls import CheckpointCall
 
@@ -19,7 +20,7 @@ def region_text(call: CheckpointCall) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def describe_call(call: CheckpointCall) -> dict:
+def describe_call(call: CheckpointCall) -> dict[str, Any]:
     reentrant = call.reentrant
     return {
         "path": call.path,

@@ -103,18 +103,18 @@ class CheckpointCall:
     api: CheckpointAPI
     module: ModuleSymbols
     scope: Scope  # where the call (and its region expression) is evaluated
-    node: ast.AST  # what is reported: the call, the decorator, or the class
+    node: ast.expr | ast.stmt  # what is reported: the call, the decorator, or the class
     arguments: BoundArguments
     region: ast.AST | None  # an expression, a decorated def, or a layer class
     wrapper_arguments: BoundArguments | None = None  # apply_activation_checkpointing's wrapper partial
 
     @property
     def line(self) -> int:
-        return self.node.lineno  # type: ignore[attr-defined]
+        return self.node.lineno
 
     @property
     def column(self) -> int:
-        return self.module.source.column(self.node.lineno, self.node.col_offset)  # type: ignore[attr-defined]
+        return self.module.source.column(self.node.lineno, self.node.col_offset)
 
     @property
     def path(self) -> str:
@@ -225,15 +225,15 @@ class CallFinder:
                 found.append(checkpoint_call)
         layers: list[CheckpointCall] = []
         while True:  # `class Leaf(Mid)` before `class Mid(GradientCheckpointingLayer)`
-            found_now = [call for call in self._layer_classes(module) if call.node.name not in own.classes]  # type: ignore[attr-defined]
+            found_now = [call for call in self._layer_classes(module) if _class_name(call) not in own.classes]
             if not found_now:
                 break
             layers.extend(found_now)
-            own.classes.update(call.node.name for call in found_now)  # type: ignore[attr-defined]
+            own.classes.update(_class_name(call) for call in found_now)
             self.names.update(own)
         module.checkpoint_names = own  # what this module adds, for the prefilter and the cache
         found.extend(layers)
-        found.sort(key=lambda c: (c.line, c.node.col_offset))  # type: ignore[attr-defined]
+        found.sort(key=lambda c: (c.line, c.node.col_offset))
         return found
 
     def derived_names(self, module: ModuleSymbols) -> Names:
@@ -309,7 +309,7 @@ class CallFinder:
 
     # -- recognition ----------------------------------------------------------
 
-    def _recognise(self, call: ast.Call, module: ModuleSymbols, scope: Scope, applied) -> CheckpointCall | None:
+    def _recognise(self, call: ast.Call, module: ModuleSymbols, scope: Scope, applied: dict[int, tuple[ast.Call | ast.FunctionDef | ast.AsyncFunctionDef, Scope]]) -> CheckpointCall | None:
         target = self.resolve(call.func, module, scope)
         if target is None or target.api.region_kind == LAYER_CLASS:
             return None
@@ -318,16 +318,13 @@ class CallFinder:
             arguments.add_call(partial, partial_module, skip=1)
         arguments.add_call(call, module)
         api = target.api
-        region = arguments.get(api.region_argument, api.region_keyword)
+        region: ast.AST | None = arguments.get(api.region_argument, api.region_keyword)
         if region is None and api.region_kind == CALLABLE and not arguments.positional and arguments.unknown_from is None:
             # curried `checkpoint(use_reentrant=False)(fn)` or decorator `@checkpoint(use_reentrant=False)`
             application = applied.get(id(call))
             if application is not None:
                 applied_to, _ = application
-                if isinstance(applied_to, ast.Call):
-                    region = applied_to.args[0] if applied_to.args else None
-                else:
-                    region = applied_to
+                region = (applied_to.args[0] if applied_to.args else None) if isinstance(applied_to, ast.Call) else applied_to
         if api.region_kind == MODEL:
             region = arguments.get(2, "check_fn")
         wrapper_arguments = None
@@ -428,3 +425,9 @@ class CallFinder:
             return None
         name = value_module.qualified_name(value.func, value_scope)
         return None if name is None else self.project.canonical_name(name)
+
+
+def _class_name(call: CheckpointCall) -> str:
+    """The layer class a `LAYER_CLASS` call stands for (its node is the class definition)."""
+    assert isinstance(call.node, ast.ClassDef)
+    return call.node.name

@@ -64,6 +64,8 @@ class ClassInfo:
             if receiver is None or _is_static(method.node):
                 continue
             for node in walk(method.node):
+                if not isinstance(node, ast.stmt):
+                    continue
                 for target, value, augmented, unpack in _assignment_targets(node):
                     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver:
                         assignment = AttributeAssignment(target.attr, node, value, method, augmented, unpack)
@@ -93,10 +95,11 @@ def _assignment_targets(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr | No
     if isinstance(node, ast.Assign):
         for target in node.targets:
             if isinstance(target, (ast.Tuple, ast.List)):
-                literal = isinstance(node.value, (ast.Tuple, ast.List)) and len(node.value.elts) == len(target.elts)
+                value = node.value
+                literal = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
                 for index, element in enumerate(target.elts):
                     if literal:
-                        yield element, node.value.elts[index], False, None  # type: ignore[union-attr]
+                        yield element, value.elts[index], False, None  # type: ignore[attr-defined]  # `literal` checked the type
                     else:
                         yield element, node.value, False, index
             else:

@@ -80,17 +80,17 @@ class Names:
         node = callee
         while True:  # the common shapes, `f` and `a.b.f`, without a walk
             if node.__class__ is ast.Name:
-                return node.id in functions  # type: ignore[attr-defined]
+                return node.id in functions
             if node.__class__ is not ast.Attribute:
                 break
-            if node.attr in functions:  # type: ignore[attr-defined]
+            if node.attr in functions:
                 return True
-            node = node.value  # type: ignore[attr-defined]
-        for node in walk(node):
-            if isinstance(node, ast.Name):
-                if node.id in functions:
+            node = node.value
+        for child in walk(node):
+            if isinstance(child, ast.Name):
+                if child.id in functions:
                     return True
-            elif isinstance(node, ast.Attribute) and node.attr in functions:
+            elif isinstance(child, ast.Attribute) and child.attr in functions:
                 return True
         return False
 

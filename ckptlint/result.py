@@ -6,6 +6,7 @@ Data only, so that reporters and `--fix` depend on what a run gives, not on how 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ckptlint.finding import Finding
 from ckptlint.noqa import Suppressions
@@ -26,7 +27,7 @@ class LintResult:
     findings: list[Finding] = field(default_factory=list)
     problems: list[PathProblem] = field(default_factory=list)
     files: int = 0
-    calls: list[dict] = field(default_factory=list)  # described checkpoint calls of the named files
+    calls: list[dict[str, Any]] = field(default_factory=list)  # described checkpoint calls of the named files
     suppressions: dict[str, Suppressions] = field(default_factory=dict)
     sources: dict[str, SourceFile] = field(default_factory=dict)  # by display path, for files with findings
     linted: list[str] = field(default_factory=list)  # absolute paths of the named files read

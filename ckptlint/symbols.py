@@ -12,10 +12,13 @@ from __future__ import annotations
 import ast
 import builtins
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ckptlint.syntax import append_children
 from ckptlint.source import SourceFile
+
+if TYPE_CHECKING:
+    from ckptlint.prefilter import Names
 
 MODULE = "module"
 CLASS = "class"
@@ -139,7 +142,7 @@ class ModuleSymbols:
         # bind `a.b`), whose submodules the code can reach as attributes (`c.d.f()`)
         self.imported: list[str] = []
         self.bound_imports: list[str] = []
-        self.checkpoint_names = None  # set by CallFinder: the names this module adds (prefilter.Names)
+        self.checkpoint_names: Names | None = None  # set by CallFinder: the names this module adds (prefilter.Names)
         self.source = source
         self.tree = tree
         # The package relative imports start from: the module itself for __init__ files.
@@ -265,7 +268,7 @@ class _ScopeBuilder:
             node, scope, in_handler = self.stack.pop()
             self.visit(node, scope, in_handler)
 
-    def push_all(self, nodes, scope: Scope, in_handler: bool) -> None:
+    def push_all(self, nodes: Sequence[ast.AST | None], scope: Scope, in_handler: bool) -> None:
         # reversed so that statements are visited in source order
         self.stack.extend((node, scope, in_handler) for node in reversed(nodes) if node is not None)
 
@@ -281,7 +284,7 @@ class _ScopeBuilder:
         self.symbols.scope_of[id(node)] = scope
         return scope
 
-    def bind(self, scope: Scope, name: str, kind: str, node: ast.AST, in_handler: bool, **extra) -> None:
+    def bind(self, scope: Scope, name: str, kind: str, node: ast.AST, in_handler: bool, **extra: Any) -> None:
         if name in scope.globals:
             target_scope = scope.module_scope
             target_scope.bind(Binding(name, kind, node, target_scope, in_handler=in_handler, written_from=scope, **extra))
@@ -336,7 +339,7 @@ class _ScopeBuilder:
             self.symbols.calls.append((node, scope))  # type: ignore[arg-type]
         elif cls in _BINDING_NODES and self.visit_binding(node, scope, in_handler):
             return  # it pushed what it needs
-        children = []
+        children: list[ast.AST] = []
         append_children(node, children)
         stack = self.stack
         for child in reversed(children):
@@ -380,13 +383,13 @@ class _ScopeBuilder:
             for alias in node.names:
                 symbols.imported.append(symbols.import_name(alias.name))
                 if alias.asname:
-                    target = symbols.import_name(alias.name)
-                    self.bind(scope, alias.asname, IMPORT, node, in_handler, target=target)
+                    module_name = symbols.import_name(alias.name)
+                    self.bind(scope, alias.asname, IMPORT, node, in_handler, target=module_name)
                 else:
                     head = alias.name.partition(".")[0]
-                    target = symbols.import_name(head)
-                    self.bind(scope, head, IMPORT, node, in_handler, target=target)
-                symbols.bound_imports.append(target)
+                    module_name = symbols.import_name(head)
+                    self.bind(scope, head, IMPORT, node, in_handler, target=module_name)
+                symbols.bound_imports.append(module_name)
             return True
         if isinstance(node, ast.ImportFrom):
             base = symbols.resolve_relative(node.module, node.level or 0)
@@ -399,11 +402,11 @@ class _ScopeBuilder:
                     if base:
                         symbols.star_imports.append(base)
                     continue
-                target = f"{base}.{alias.name}" if base else None
-                if target:
-                    symbols.imported.append(target)
-                    symbols.bound_imports.append(target)
-                self.bind(scope, alias.asname or alias.name, IMPORT, node, in_handler, target=target)
+                imported = f"{base}.{alias.name}" if base else None
+                if imported:
+                    symbols.imported.append(imported)
+                    symbols.bound_imports.append(imported)
+                self.bind(scope, alias.asname or alias.name, IMPORT, node, in_handler, target=imported)
             return True
         if isinstance(node, ast.Global):
             scope.globals.update(node.names)

@@ -8,6 +8,7 @@ libcst is used where a concrete tree pays: source-preserving fixes.
 from __future__ import annotations
 
 import ast
+from typing import Callable
 import sys
 import warnings
 
@@ -54,10 +55,11 @@ def _python_version() -> str:
 # appends its children directly (about 1.5x faster). Order is `ast.iter_child_nodes`'s.
 
 _SCALAR_FIELDS = frozenset({"id", "attr", "arg", "asname", "level", "module", "kind", "type_comment", "conversion", "is_async", "simple", "tag"})
-_APPENDERS: dict[type, object] = {}
+Appender = Callable[[ast.AST, list[ast.AST]], None]
+_APPENDERS: dict[type, Appender] = {}
 
 
-def _appender(cls: type):  # noqa: ANN202
+def _appender(cls: type) -> Appender:
     fields = [name for name in cls._fields if name not in _SCALAR_FIELDS]  # type: ignore[attr-defined]
     if cls in (ast.Constant, ast.Global, ast.Nonlocal):
         fields = []
@@ -72,20 +74,21 @@ def _appender(cls: type):  # noqa: ANN202
         ]
     namespace = {"AST": ast.AST}
     exec("\n".join(lines), namespace)  # noqa: S102 - generated from the node class's field names
-    return namespace["append_children"]
+    appender: Appender = namespace["append_children"]  # type: ignore[assignment]  # made by exec above
+    return appender
 
 
 def append_children(node: ast.AST, out: list[ast.AST]) -> None:
     """Append the direct children to `out`, in field order."""
     append = _APPENDERS.get(node.__class__) or _APPENDERS.setdefault(node.__class__, _appender(node.__class__))
-    append(node, out)  # type: ignore[operator]
+    append(node, out)
 
 
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """The direct children, in field order (as `ast.iter_child_nodes`)."""
     append = _APPENDERS.get(node.__class__) or _APPENDERS.setdefault(node.__class__, _appender(node.__class__))
     children: list[ast.AST] = []
-    append(node, children)  # type: ignore[operator]
+    append(node, children)
     return children
 
 
@@ -97,6 +100,6 @@ def walk(root: ast.AST) -> list[ast.AST]:
     while index < len(nodes):
         node = nodes[index]
         append = appenders.get(node.__class__) or appenders.setdefault(node.__class__, _appender(node.__class__))
-        append(node, nodes)  # type: ignore[operator]
+        append(node, nodes)
         index += 1
     return nodes

@@ -35,10 +35,7 @@ class RuleContext:
             return ()
         source = call.module.source
         node = call.node
-        span = (
-            node.lineno,  # type: ignore[attr-defined]
-            source.column(node.lineno, node.col_offset),  # type: ignore[attr-defined]
-            node.end_lineno,  # type: ignore[attr-defined]
-            source.column(node.end_lineno, node.end_col_offset),  # type: ignore[attr-defined]
-        )
+        end_line = node.end_lineno or node.lineno
+        end_column = node.end_col_offset if node.end_col_offset is not None else node.col_offset
+        span = (node.lineno, source.column(node.lineno, node.col_offset), end_line, source.column(end_line, end_column))
         return self.fix_builder.use_reentrant(source.text, span, call.api.use_reentrant_position)
