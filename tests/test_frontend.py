@@ -225,3 +225,14 @@ def test_linter_for_puts_the_cache_where_the_rule_says(tmp_path: Path, monkeypat
     assert linter_for(config, None, jobs=1, cache_dir=str(tmp_path / "c")).cache_dir == tmp_path / "c"
     assert linter_for(config, tmp_path, jobs=1, no_cache=True).cache_dir is None
     assert linter_for(config, None, jobs=3).jobs == 3
+
+
+def test_lint_paths_reads_a_path_with_an_overlay_from_it(tmp_path: Path) -> None:
+    """What the CLI hands `Linter.lint_paths` for `-`: a path that need not exist on disk."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "model.py").write_text(MODEL)
+    stdin = tmp_path / "typed.py"  # not on disk
+    linter = linter_for(Config(root=tmp_path), tmp_path, overlays={stdin: MODEL}, base=tmp_path, jobs=1, no_cache=True)
+    result = linter.lint_paths([stdin, tmp_path], project_root=tmp_path)
+    assert result.problems == []
+    assert sorted((finding.path, finding.code) for finding in result.findings) == [("model.py", "CKP101"), ("typed.py", "CKP101")]
