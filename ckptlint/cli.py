@@ -16,10 +16,9 @@ from typing import NoReturn, Sequence
 import click
 
 from ckptlint import __version__
-from ckptlint.engine.cache import CACHE_DIR_NAME
-from ckptlint.config import Config, ConfigError, find_config, load_config, parse_codes
-from ckptlint.engine.discovery import find_project_root
-from ckptlint.result import PathProblem
+from ckptlint.config import ConfigError, parse_codes
+from ckptlint.frontend import cache_directory_for, linter_for, project_root_for, resolve_config
+from ckptlint.result import LintResult, PathProblem
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -64,19 +63,6 @@ def _per_file_ignores(values: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]
     return tuple(pairs)
 
 
-def resolve_config(config_file: str | None, paths: Sequence[Path]) -> Config:
-    if config_file is not None:
-        path = Path(config_file)
-        return load_config(path, path.parent.resolve())
-    starts = [p for p in paths if str(p) != "-"] or [Path.cwd()]
-    try:
-        common = Path(os.path.commonpath([os.path.abspath(p) for p in starts]))
-    except ValueError:
-        common = Path.cwd()
-    found = find_config(common)
-    return load_config(found, Path.cwd() if found is None else found.parent)
-
-
 def _fail(message: str) -> NoReturn:
     click.echo(f"ckptlint: error: {message}", err=True)
     sys.exit(EXIT_ERROR)
@@ -86,19 +72,6 @@ def _report_problems(problems: Sequence[PathProblem]) -> None:
     for problem in problems:
         level = "error" if problem.fatal else "warning"
         click.echo(f"ckptlint: {level}: {problem.path}: {problem.message}", err=True)
-
-
-def project_root_for(config: Config, paths: Sequence[Path]) -> Path | None:
-    """Where to look for checkpoint calls that reach the named files: the configuration's
-    directory, else the nearest directory with pyproject.toml, setup.py, setup.cfg or .git."""
-    if config.path is not None:
-        return config.root
-    starts = [os.path.abspath(p) for p in paths if str(p) != "-"] or [os.getcwd()]
-    try:
-        common = Path(os.path.commonpath(starts))
-    except ValueError:
-        return None
-    return find_project_root(common)
 
 
 FORMATS_WITH_FIXES = frozenset({"json", "sarif", "lsp"})  # the outputs that carry fix edits
@@ -183,17 +156,8 @@ class LintRequest:
     from_stdin: bool = False
     _stdin: bytes | None = None
 
-    def cache_directory(self, config: Config, root: Path | None) -> Path:
-        if self.cache_dir:
-            return Path(self.cache_dir)
-        return (root or config.root) / CACHE_DIR_NAME
-
-    def run(self):
+    def run(self) -> LintResult:
         """Lint, reporting unreadable paths on stderr; exits 2 on a bad configuration."""
-        from ckptlint.engine.discovery import discover
-        from ckptlint.engine.linter import Linter
-        from ckptlint.engine.parallel import default_jobs
-
         paths = list(self.paths) or ["."]
         stdin_path = Path(self.stdin_filename or "-")
         targets = [stdin_path if p == "-" else Path(p) for p in paths]
@@ -216,19 +180,17 @@ class LintRequest:
             overlays[Path(os.path.abspath(stdin_path))] = self._stdin
             self.from_stdin = True
         root = None if self.no_project else project_root_for(config, targets)
-        linter = Linter(
+        linter = linter_for(
             config,
+            root,
             overlays=overlays,
-            jobs=self.jobs or default_jobs(),
-            cache_dir=None if self.no_cache else self.cache_directory(config, root),
+            jobs=self.jobs,
+            no_cache=self.no_cache,
+            cache_dir=self.cache_dir,
             want_fixes=self.want_fixes,
             want_calls=self.want_calls,
         )
-        from_stdin = [t for t in targets if linter.has_overlay(t)]
-        discovered = discover([t for t in targets if t not in from_stdin], linter.is_excluded, self.force_exclude)
-        walked_root = root is not None and any(os.path.abspath(t) == os.path.abspath(root) for t in targets)
-        project_files = discovered.files if walked_root else None  # `ckptlint .`: walk the tree once
-        result = linter.lint_files([*from_stdin, *discovered.files], discovered.problems, root, project_files)
+        result = linter.lint_paths(targets, self.force_exclude, root)
         _report_problems(result.problems)
         return result
 
@@ -371,19 +333,14 @@ def lsp(tcp: bool, host: str, port: int) -> None:
 @click.argument("path", required=False, type=click.Path(file_okay=False))
 @click.option("--cache-dir", type=click.Path(file_okay=False), envvar="CKPTLINT_CACHE_DIR", help="The cache to remove.")
 def clean(path: str | None, cache_dir: str | None) -> None:
-    """Remove the cache (.ckptlint_cache in the project root of PATH, default: here)."""
+    """Remove the cache a lint of PATH (default: here) uses: --cache-dir, CKPTLINT_CACHE_DIR,
+    else .ckptlint_cache in the project root."""
     from ckptlint.engine.cache import clean as remove
 
-    if cache_dir:
-        directory = Path(cache_dir)
-    else:
-        start = Path(path or ".")
-        try:
-            config = resolve_config(None, [start])
-        except ConfigError as exc:
-            _fail(str(exc))
-        root = project_root_for(config, [start]) or config.root
-        directory = root / CACHE_DIR_NAME
+    try:
+        directory = cache_directory_for([Path(path or ".")], cache_dir)
+    except ConfigError as exc:
+        _fail(str(exc))
     try:
         removed = remove(directory)
     except OSError as exc:

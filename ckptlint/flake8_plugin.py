@@ -5,7 +5,8 @@ flake8 prints the column the plugin yields plus one, so the plugin yields
 from a checkpoint call in another; so the plugin lints the whole project once per
 process (memoised) and answers for each file from that. flake8 applies its own
 select/ignore/per-file-ignores and `# noqa`; `[tool.ckptlint]` still supplies
-`checkpoint-functions` and excludes, and `# ckptlint: noqa` works.
+`checkpoint-functions` and excludes, and `# ckptlint: noqa` works. The cache is where
+`ckptlint` keeps it (frontend.py), CKPTLINT_CACHE_DIR included.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from ckptlint import __version__
 
-_PROJECT_FINDINGS: dict[tuple, tuple[set[Path], dict[str, list]]] = {}
+if TYPE_CHECKING:
+    from ckptlint.config import Config
+    from ckptlint.finding import Finding
+
+# (project root, configuration) -> (the files linted, findings by display path)
+_PROJECT_FINDINGS: dict[tuple[Path, Config], tuple[set[Path], dict[str, list[Finding]]]] = {}
 
 
 class Flake8Plugin:
@@ -33,12 +39,9 @@ class Flake8Plugin:
             yield finding.line, finding.column - 1, f"{finding.code} {finding.message}", type(self)
 
 
-def findings_for_file(filename: str, text: str) -> list:
-    from ckptlint.cli import project_root_for, resolve_config
+def findings_for_file(filename: str, text: str) -> list[Finding]:
     from ckptlint.config import Config, ConfigError
-    from ckptlint.engine.cache import CACHE_DIR_NAME
-    from ckptlint.engine.linter import Linter
-    from ckptlint.engine.parallel import default_jobs
+    from ckptlint.frontend import linter_for, project_root_for, resolve_config
     from ckptlint.project import display_path
 
     # with --stdin-display-name flake8 passes the display name: a file that is not there
@@ -57,9 +60,9 @@ def findings_for_file(filename: str, text: str) -> list:
     if root is not None and not from_stdin:
         key = (root, config)
         if key not in _PROJECT_FINDINGS:
-            linter = Linter(config, jobs=default_jobs(), cache_dir=root / CACHE_DIR_NAME)  # once per flake8 process
+            linter = linter_for(config, root)  # once per flake8 process, on every core
             result = linter.lint_paths([root])
-            by_path: dict[str, list] = {}
+            by_path: dict[str, list[Finding]] = {}
             for finding in result.findings:
                 by_path.setdefault(finding.path, []).append(finding)
             files = {Path(path) for path in result.linted}
@@ -67,6 +70,6 @@ def findings_for_file(filename: str, text: str) -> list:
         files, by_path = _PROJECT_FINDINGS[key]
         if absolute in files:
             return by_path.get(own, [])
-    linter = Linter(config, overlays={absolute: text} if from_stdin else None)
+    linter = linter_for(config, root, overlays={absolute: text} if from_stdin else None, jobs=1)
     result = linter.lint_files([path], project_root=root)
     return [finding for finding in result.findings if finding.path == own]

@@ -86,9 +86,14 @@ class Linter:
     # -- linting --------------------------------------------------------------
 
     def lint_paths(self, paths: Sequence[Path], force_exclude: bool = False, project_root: Path | None = None) -> LintResult:
-        discovered = discover(paths, self.is_excluded, force_exclude)
+        """Lint the files under `paths` (unreadable ones become problems). A path with an
+        overlay (stdin, an editor's buffer) is linted from it, not looked for on disk, and
+        is never excluded. When a path is the project root, its walk is the project's."""
+        overlaid = [path for path in paths if self.has_overlay(path)]
+        discovered = discover([path for path in paths if not self.has_overlay(path)], self.is_excluded, force_exclude)
         walked_root = project_root is not None and any(os.path.abspath(p) == os.path.abspath(project_root) for p in paths)
-        return self.lint_files(discovered.files, discovered.problems, project_root, discovered.files if walked_root else None)
+        project_files = discovered.files if walked_root else None  # `ckptlint .`: walk the tree once
+        return self.lint_files([*overlaid, *discovered.files], discovered.problems, project_root, project_files)
 
     def lint_files(
         self,

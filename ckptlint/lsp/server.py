@@ -22,11 +22,14 @@ from lsprotocol.converters import get_converter
 from pygls.lsp.server import LanguageServer
 
 from ckptlint import __version__
+from ckptlint.config import Config, ConfigError
 from ckptlint.reporters.diagnostics import diagnostic
 from ckptlint.finding import SAFE, Edit, Finding, Fix
 from ckptlint.fixes import chosen_fixes
+from ckptlint.frontend import linter_for, project_root_for, resolve_config
 from ckptlint.noqa import noqa_edits
 from ckptlint.positions import convert_column, to_code_points
+from ckptlint.project import display_path
 from ckptlint.source import SourceFile
 
 DEBOUNCE_SECONDS = 0.3
@@ -49,12 +52,6 @@ class CkptlintServer(LanguageServer):
         encoding = self.workspace.position_encoding or "utf-16"
         return getattr(encoding, "value", encoding)  # an enum member: its str() is its name
 
-    def cache_dir(self, config) -> Path | None:  # noqa: ANN001
-        from ckptlint.engine.cache import CACHE_DIR_NAME
-
-        override = os.environ.get("CKPTLINT_CACHE_DIR")
-        return Path(override) if override else (config.root if config.path is not None else self.root) / CACHE_DIR_NAME
-
     @property
     def root(self) -> Path:
         root = self.workspace.root_path
@@ -62,11 +59,6 @@ class CkptlintServer(LanguageServer):
 
     def lint(self, uri: str) -> list[Finding]:
         """Findings for one open document, from the unsaved text of every open document."""
-        from ckptlint.cli import project_root_for, resolve_config
-        from ckptlint.config import Config, ConfigError
-        from ckptlint.engine.linter import Linter
-        from ckptlint.project import display_path
-
         document = self.workspace.get_text_document(uri)
         path = Path(document.path)
         overlays = {
@@ -77,10 +69,11 @@ class CkptlintServer(LanguageServer):
         except ConfigError as exc:
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"ckptlint: {exc}"))
             config = Config(root=self.root)
-        # one process: a pool would be started per lint; the cache makes most lints small
-        linter = Linter(config, overlays=overlays, base=self.root, want_fixes=True, cache_dir=self.cache_dir(config))
-        project_root = project_root_for(config, [path]) or self.root
-        result = linter.lint_files([path], project_root=project_root)
+        root = project_root_for(config, [path])
+        # one process: a pool would be started per lint; the cache makes most lints small. The
+        # cache is where the CLI keeps it (frontend.py); the workspace only names the paths.
+        linter = linter_for(config, root, overlays=overlays, base=self.root, jobs=1, want_fixes=True)
+        result = linter.lint_files([path], project_root=root or self.root)
         own = display_path(path, self.root)
         self._sources.update(result.sources)
         findings = [finding for finding in result.findings if finding.path == own]

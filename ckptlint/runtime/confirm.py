@@ -21,12 +21,13 @@ def static_findings(findings_file: str | None, lint_paths: Sequence[str]) -> tup
         data = json.loads(Path(findings_file).read_text(encoding="utf-8"))
         return data["findings"], os.getcwd()
     if lint_paths:
-        from ckptlint.cli import project_root_for, resolve_config
-        from ckptlint.engine.linter import Linter
+        from ckptlint.frontend import linter_for, project_root_for, resolve_config
 
         targets = [Path(p) for p in lint_paths]
         config = resolve_config(None, targets)
-        result = Linter(config).lint_paths(targets, project_root=project_root_for(config, targets))
+        root = project_root_for(config, targets)
+        # in this process (the script runs next) and with the cache `ckptlint` uses
+        result = linter_for(config, root, jobs=1).lint_paths(targets, project_root=root)
         return [finding.to_dict() for finding in result.findings], os.getcwd()
     return None
 

@@ -1,0 +1,116 @@
+"""Rules about how the package is put together, checked on its source."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGE = REPO / "ckptlint"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imported(tree: ast.Module, module: str, is_package: bool) -> set[tuple[str, str | None]]:
+    """(module, name) for every `from module import name`, (module, None) for every
+    `import module`, anywhere in `tree` (inside functions too), except under
+    `if TYPE_CHECKING:`, which never runs."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[tuple[str, str | None]] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for statement in node.orelse:
+                visit(statement)
+            return
+        if isinstance(node, ast.Import):
+            found.update((alias.name, None) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = parts[: len(parts) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.update((base, alias.name) for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the ckptlint modules it imports: `from pkg import name` is an edge to the
+    module pkg.name when there is one, else to pkg. A parent package that an import runs on
+    the way is not an edge (every package would otherwise be in a cycle with its modules)."""
+    files = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        edges = set()
+        for base, member in _imported(tree, name, path.name == "__init__.py"):
+            target = f"{base}.{member}" if member is not None and f"{base}.{member}" in files else base
+            if target in files and target != name:
+                edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*stack[stack.index(target) :], target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_import_graph_of_ckptlint_has_no_cycle_counting_imports_inside_functions() -> None:
+    cycle = find_cycle(import_graph())
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_imports_inside_functions_count_and_type_checking_ones_do_not() -> None:
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from ckptlint.cli import main\n"
+        "def f():\n    from ckptlint.engine import linter\n    from . import config\n"
+    )
+    found = _imported(tree, "ckptlint.flake8_plugin", is_package=False)
+    assert ("ckptlint.engine", "linter") in found and ("ckptlint", "config") in found
+    assert not any(base == "ckptlint.cli" for base, _ in found)
