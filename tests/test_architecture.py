@@ -114,3 +114,28 @@ def test_imports_inside_functions_count_and_type_checking_ones_do_not() -> None:
     found = _imported(tree, "ckptlint.flake8_plugin", is_package=False)
     assert ("ckptlint.engine", "linter") in found and ("ckptlint", "config") in found
     assert not any(base == "ckptlint.cli" for base, _ in found)
+
+
+def test_rule_files_import_only_the_vocabulary_the_catalogue_findings_and_the_rule_base() -> None:
+    allowed = {"ckptlint.regions.summary", "ckptlint.catalogue", "ckptlint.finding", "ckptlint.rules.base"}
+    graph = import_graph()
+    rules = sorted(name for name in graph if name.startswith("ckptlint.rules.ckp"))
+    assert len(rules) >= 10
+    for name in rules:
+        assert graph[name] <= allowed, f"{name} imports {sorted(graph[name] - allowed)}"
+
+
+def test_only_the_runtime_imports_torch() -> None:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = _module_name(path)
+        if name.startswith("ckptlint.runtime"):
+            continue
+        imported = {base for base, _ in _imported(ast.parse(path.read_text(encoding="utf-8")), name, path.name == "__init__.py")}
+        assert not any(base == "torch" or base.startswith("torch.") for base in imported), name
+
+
+def test_reporters_and_fixes_read_results_not_the_engine() -> None:
+    graph = import_graph()
+    readers = [name for name in graph if name.startswith("ckptlint.reporters") or name == "ckptlint.apply_fixes"]
+    for name in readers:
+        assert not any(target.startswith(("ckptlint.engine", "ckptlint.regions")) for target in graph[name]), name
