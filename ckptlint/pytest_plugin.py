@@ -10,7 +10,15 @@ attached to each test's report (a "ckptlint" section and user_properties); with
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Generator
+
 import pytest
+
+if TYPE_CHECKING:  # the runtime (and torch) is imported only when the option is given
+    from pluggy import Result
+
+    from ckptlint.runtime import Session
+    from ckptlint.runtime.report import Record
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,12 +47,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class _Probe:
-    def __init__(self, session, mode: str):  # noqa: ANN001
+    def __init__(self, session: Session, mode: str):
         self.session = session
         self.mode = mode
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item):
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         self.session.current_test = item.nodeid
         start = len(self.session.report.records)
         try:
@@ -54,7 +62,7 @@ class _Probe:
             self.session.current_test = None
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Result[pytest.TestReport], None]:
         outcome = yield
         report = outcome.get_result()
         if call.when != "call":
@@ -70,7 +78,7 @@ class _Probe:
             report.outcome = "failed"
             report.longrepr = "ckptlint: checkpointing changes the result:\n" + "\n".join(r.describe() for r in diverging)
 
-    def pytest_terminal_summary(self, terminalreporter) -> None:  # noqa: ANN001
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         records = self.session.report.records
         terminalreporter.section("ckptlint")
         if not records:
@@ -89,4 +97,4 @@ class _Probe:
         self.session.stop()
 
 
-_RECORDS = pytest.StashKey[list]()
+_RECORDS: pytest.StashKey[list[Record]] = pytest.StashKey()

@@ -6,7 +6,7 @@ from typing import Callable
 
 from ckptlint.reporters import github, json_format, lsp_format, sarif, text
 
-FORMATS: dict[str, Callable] = {
+FORMATS: dict[str, Callable[..., str]] = {
     "text": text.render,
     "json": json_format.render,
     "sarif": sarif.render,

@@ -17,7 +17,7 @@ def file_uri(path: str) -> str:
     return Path(path).resolve().as_uri()
 
 
-def lsp_range(line_text: Callable[[int], str], line: int, column: int, end_line: int, end_column: int, encoding: str) -> dict:
+def lsp_range(line_text: Callable[[int], str], line: int, column: int, end_line: int, end_column: int, encoding: str) -> dict[str, Any]:
     return {
         "start": {"line": line - 1, "character": convert_column(line_text(line), column, encoding)},
         "end": {"line": end_line - 1, "character": convert_column(line_text(end_line), end_column, encoding)},

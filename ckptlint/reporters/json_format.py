@@ -6,6 +6,7 @@ The schema is documented in docs/json-output.md and versioned by `schema_version
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ckptlint import __version__
 from ckptlint.result import LintResult
@@ -13,7 +14,7 @@ from ckptlint.result import LintResult
 SCHEMA_VERSION = 1
 
 
-def to_data(result: LintResult) -> dict:
+def to_data(result: LintResult) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "ckptlint", "version": __version__},

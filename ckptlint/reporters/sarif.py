@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from ckptlint import __version__
 from ckptlint.result import LintResult
@@ -29,7 +30,7 @@ def repository_root(start: Path) -> Path:
     return start
 
 
-def _artifact(path: str, root: Path) -> dict:
+def _artifact(path: str, root: Path) -> dict[str, str]:
     absolute = Path(os.path.abspath(path))
     try:
         return {"uri": absolute.relative_to(root).as_posix(), "uriBaseId": SRCROOT}
@@ -37,7 +38,7 @@ def _artifact(path: str, root: Path) -> dict:
         return {"uri": absolute.as_uri()}
 
 
-def _rules() -> list[dict]:
+def _rules() -> list[dict[str, Any]]:
     rules = []
     for rule in ALL_RULES:
         page = rule.document()
@@ -60,7 +61,7 @@ def _fingerprint(finding: Finding, line_text: str, occurrence: int) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
-def _region(line: int, column: int, end_line: int, end_column: int) -> dict:
+def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str, int]:
     return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
 
 

@@ -42,7 +42,7 @@ class Session:
         self.limit = parse_sample(sample)
         self.report = Report()
         self.current_test: str | None = None
-        self._counts: collections.Counter = collections.Counter()
+        self._counts: collections.Counter[tuple[str, int, int]] = collections.Counter()
         self._interceptor = Interceptor(self._on_call, wrapper_dirs)
 
     def start(self) -> None:

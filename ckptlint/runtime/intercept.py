@@ -19,7 +19,8 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from types import FrameType
+from typing import Any, Callable, Generator, Iterator
 
 import torch
 import torch.utils.checkpoint as torch_checkpoint
@@ -42,7 +43,7 @@ def probing() -> bool:
 
 
 @contextlib.contextmanager
-def probe_guard():
+def probe_guard() -> Iterator[None]:
     """While a probe runs, checkpoint calls (its own replays, nested checkpoints) pass through."""
     previous = probing()
     _LOCAL.active = True
@@ -64,7 +65,7 @@ class Site:
 
 def user_site(extra_skipped: tuple[str, ...] = ()) -> Site | None:
     """The first frame outside torch, functools, contextlib, ckptlint and configured wrappers."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     skipped = _SKIPPED_DIRS + extra_skipped
     while frame is not None:
         filename = frame.f_code.co_filename
@@ -74,7 +75,7 @@ def user_site(extra_skipped: tuple[str, ...] = ()) -> Site | None:
     return None
 
 
-def _site_of(frame) -> Site:  # noqa: ANN001
+def _site_of(frame: FrameType) -> Site:
     code = frame.f_code
     line, column = frame.f_lineno, 1
     positions = list(code.co_positions())
@@ -119,7 +120,7 @@ class InterceptedCall:
 
     kind: str  # "non-reentrant", "reentrant" or "composable"
     fn: Callable[..., Any]
-    args: tuple
+    args: tuple[Any, ...]
     kwargs: dict[str, Any]
     flags: dict[str, Any]
     site: Site
@@ -154,7 +155,7 @@ class InterceptedCall:
         )
 
     @contextlib.contextmanager
-    def replaying(self):
+    def replaying(self) -> Iterator[None]:
         """Around a whole replay, forward and backward. Composable checkpoint works through
         forward hooks: they are off while the probe replays, and the user's in-flight state kept."""
         module = self.composable_module
@@ -204,12 +205,12 @@ class Interceptor:
         signature = inspect.signature(ORIGINALS["generator"])
         interceptor = self
 
-        def _checkpoint_without_reentrant_generator(*args, **kwargs):
+        def _checkpoint_without_reentrant_generator(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
             if not probing():
                 interceptor._non_reentrant(signature, args, kwargs)
             return (yield from ORIGINALS["generator"](*args, **kwargs))
 
-        def apply(cls, *args, **kwargs):
+        def apply(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
             if not probing() and cls is function and len(args) >= 2:
                 interceptor._reentrant(args)
             return ORIGINALS["apply"](cls, *args, **kwargs)
@@ -221,7 +222,7 @@ class Interceptor:
         self._patch_distributed(_checkpoint_without_reentrant_generator)
         self.installed = True
 
-    def _patch_distributed(self, generator: Callable) -> None:
+    def _patch_distributed(self, generator: Callable[..., Any]) -> None:
         if not torch.distributed.is_available():
             return
         try:
@@ -233,7 +234,7 @@ class Interceptor:
         original_init = checkpoint_wrapper.CheckpointWrapper.__init__
 
         @functools.wraps(original_init)
-        def __init__(wrapper, *args, **kwargs):
+        def __init__(wrapper: Any, *args: Any, **kwargs: Any) -> None:
             original_init(wrapper, *args, **kwargs)
             site = user_site(self.wrapper_dirs)
             object.__setattr__(wrapper, "_ckptlint_constructed_at", site)
@@ -256,7 +257,7 @@ class Interceptor:
 
     # -- interception ---------------------------------------------------------
 
-    def _non_reentrant(self, signature: inspect.Signature, args: tuple, kwargs: dict) -> None:
+    def _non_reentrant(self, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError:
@@ -271,12 +272,20 @@ class Interceptor:
         composable = _composable_module(fn)
         self._intercepted("composable" if composable is not None else "non-reentrant", fn, region_args, region_kwargs, flags, composable)
 
-    def _reentrant(self, args: tuple) -> None:
+    def _reentrant(self, args: tuple[Any, ...]) -> None:
         function, preserve, *inputs = args
         flags = {"preserve_rng_state": preserve, "use_reentrant": True}
         self._intercepted("reentrant", function, tuple(inputs), {}, flags, None)
 
-    def _intercepted(self, kind: str, fn: Any, args: tuple, kwargs: dict, flags: dict, composable) -> None:  # noqa: ANN001
+    def _intercepted(
+        self,
+        kind: str,
+        fn: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        flags: dict[str, Any],
+        composable: torch.nn.Module | None,
+    ) -> None:
         if not torch.is_grad_enabled():
             return  # no backward, so no replay
         if torch.compiler.is_compiling():
@@ -290,11 +299,11 @@ class Interceptor:
         self.on_call(call)
 
 
-def _remember_use_reentrant(original: Callable, position: int | None) -> Callable:
+def _remember_use_reentrant(original: Callable[..., Any], position: int | None) -> Callable[..., Any]:
     """Wrap the public function only to learn whether the caller passed `use_reentrant`."""
 
     @functools.wraps(original)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         positional = args[position] if position is not None and len(args) > position else None
         given = kwargs.get("use_reentrant", positional)
         previous = getattr(_LOCAL, "use_reentrant_defaulted", None)
@@ -320,10 +329,10 @@ def _composable_module(fn: Any) -> torch.nn.Module | None:
 
 def _wrapper_site() -> Site | None:
     """For `checkpoint_wrapper` modules: where the wrapper was built (the static finding's place)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         wrapper = frame.f_locals.get("self") if frame.f_code.co_name == "forward" else None
-        site = getattr(wrapper, "_ckptlint_constructed_at", None)
+        site: Site | None = getattr(wrapper, "_ckptlint_constructed_at", None)  # set by the CheckpointWrapper patch
         if site is not None:
             return site
         frame = frame.f_back

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import traceback
+from typing import Any
 
 from ckptlint.runtime.intercept import InterceptedCall
 from ckptlint.runtime.reach import reachable
@@ -49,7 +50,7 @@ def probe(call: InterceptedCall) -> Record:
     return record
 
 
-def _plain(value):  # noqa: ANN001, ANN202
+def _plain(value: Any) -> bool | int | float | str | None:
     if isinstance(value, (bool, int, float, str, type(None))):
         return value
     return getattr(value, "__qualname__", None) or type(value).__name__

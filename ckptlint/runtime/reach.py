@@ -38,7 +38,7 @@ class Reachable:
     tensors: dict[int, tuple[str, torch.Tensor]] = field(default_factory=dict)  # id -> (name, tensor)
     containers: dict[int, tuple[str, Any]] = field(default_factory=dict)
     objects: dict[int, tuple[str, Any]] = field(default_factory=dict)  # plain objects whose __dict__ can change
-    globals: dict[tuple[int, str], tuple[dict, str]] = field(default_factory=dict)  # (id(globals), name)
+    globals: dict[tuple[int, str], tuple[dict[str, Any], str]] = field(default_factory=dict)  # (id(globals), name)
 
     def parameters(self) -> list[tuple[str, torch.Tensor]]:
         return [(name, t) for name, t in self.tensors.values() if t.is_leaf and t.requires_grad]

@@ -14,7 +14,8 @@ import contextlib
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from types import FrameType
+from typing import Any, Callable, Literal
 
 import torch
 
@@ -23,6 +24,10 @@ from ckptlint.runtime.reach import Reachable, is_library_file
 from ckptlint.runtime.snapshot import RngState, Snapshot, changed
 
 COTANGENT_SEED = 20260101
+
+# the events and hook type of `sys.setprofile` (typeshed's `_typeshed.ProfileFunction`)
+_ProfileEvent = Literal["call", "return", "c_call", "c_return", "c_exception"]
+_ProfileFunction = Callable[[FrameType, _ProfileEvent, Any], object]
 
 
 @dataclass
@@ -78,7 +83,7 @@ class _CodeTracer:
 
     def __init__(self) -> None:
         self.executed: set[tuple[str, int, int]] = set()
-        self._previous = None
+        self._previous: _ProfileFunction | None = None
 
     def __enter__(self) -> _CodeTracer:
         self._previous = sys.getprofile()
@@ -88,7 +93,7 @@ class _CodeTracer:
     def __exit__(self, *exc: object) -> None:
         sys.setprofile(self._previous)
 
-    def _profile(self, frame, event, arg):  # noqa: ANN001
+    def _profile(self, frame: FrameType, event: _ProfileEvent, arg: Any) -> None:
         if event == "call":
             code = frame.f_code
             if not is_library_file(code.co_filename):
@@ -100,8 +105,8 @@ class _CodeTracer:
 
 def run_replay(
     run: Callable[..., Any],
-    args: tuple,
-    kwargs: dict,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
     reach: Reachable,
     snapshot: Snapshot,
     trace: bool = False,
@@ -112,7 +117,7 @@ def run_replay(
         return _replay(run, args, kwargs, reach, snapshot, trace)
 
 
-def _replay(run: Callable[..., Any], args: tuple, kwargs: dict, reach: Reachable, snapshot: Snapshot, trace: bool) -> Outcome:
+def _replay(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], reach: Reachable, snapshot: Snapshot, trace: bool) -> Outcome:
     outcome = Outcome()
     inputs = clone_inputs(args)
     keyword_inputs = clone_inputs(kwargs)
@@ -144,7 +149,7 @@ def _replay(run: Callable[..., Any], args: tuple, kwargs: dict, reach: Reachable
     return outcome
 
 
-def _appended_tensors(reach: Reachable, before: dict[int, list]) -> list[torch.Tensor]:
+def _appended_tensors(reach: Reachable, before: dict[int, list[Any]]) -> list[torch.Tensor]:
     new: list[torch.Tensor] = []
     for _, value in reach.containers.values():
         elements = list(value.values()) if isinstance(value, dict) else list(value)
@@ -164,7 +169,7 @@ def _observe_state(outcome: Outcome, reach: Reachable, snapshot: Snapshot) -> No
         if len(current) != len(old) or any(a is not b for a, b in zip(current, old)):
             name = reach.containers[id(value)][0]
             outcome.containers[name] = signature(value)
-    for value, saved, internals in snapshot.objects:
+    for value, saved_attributes, internals in snapshot.objects:
         name = reach.objects[id(value)][0]
         attributes = vars(value)
         for key, registry in internals.items():  # buffers and parameters reassigned on modules
@@ -172,7 +177,7 @@ def _observe_state(outcome: Outcome, reach: Reachable, snapshot: Snapshot) -> No
                 if registry.get(item_name) is not item and isinstance(item, torch.Tensor):
                     outcome.tensors[f"{name}.{item_name}"] = item.detach().clone()
         for key, item in attributes.items():
-            if key in internals or saved.get(key, _MISSING) is item:
+            if key in internals or saved_attributes.get(key, _MISSING) is item:
                 continue
             outcome.attributes[f"{name}.{key}"] = item.detach().clone() if isinstance(item, torch.Tensor) else signature(item)
     for namespace, global_name, present, value in snapshot.globals:

@@ -26,12 +26,12 @@ _SET_VERSION = torch._C._autograd._unsafe_set_version_counter
 class RngState:
     cpu: torch.Tensor
     cuda: list[torch.Tensor] | None
-    python: tuple
+    python: tuple[Any, ...]
     numpy: Any | None
 
     @classmethod
     def capture(cls) -> RngState:
-        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         numpy = sys.modules.get("numpy")
         return cls(torch.get_rng_state(), cuda, random.getstate(), numpy.random.get_state() if numpy else None)
 
@@ -69,7 +69,7 @@ def _container_copy(value: Any) -> Any:
     return dict(value) if isinstance(value, dict) else list(value)
 
 
-def _same_items(current: dict, saved: dict) -> bool:
+def _same_items(current: dict[Any, Any], saved: dict[Any, Any]) -> bool:
     """Identity, not ==: values may be tensors."""
     return list(current) == list(saved) and all(current[key] is saved[key] for key in saved)
 
@@ -130,15 +130,15 @@ class Snapshot:
                 tensor.grad = grad
         for value, saved in self.containers:
             _restore_container(value, saved)
-        for value, saved, internals in self.objects:
+        for value, saved_attributes, internals in self.objects:
             attributes = vars(value)
             for key, inner in internals.items():
                 if attributes.get(key) is not None and not _same_items(attributes[key], inner):
                     attributes[key].clear()
                     attributes[key].update(inner)
-            for key in [k for k in attributes if k not in saved]:
+            for key in [k for k in attributes if k not in saved_attributes]:
                 del attributes[key]
-            for key, item in saved.items():
+            for key, item in saved_attributes.items():
                 if attributes.get(key, _MISSING) is not item:
                     attributes[key] = item
         for namespace, name, present, value in self.globals:
