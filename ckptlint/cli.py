@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 import click
 
@@ -94,11 +94,11 @@ _LINT_PARAMETERS = (
 )
 
 
-def lint_options(function):
+def lint_options(function: Callable[..., None]) -> Callable[..., None]:
     """The options every linting command takes, handed to it as one `LintRequest`."""
 
     @functools.wraps(function)
-    def command(**kwargs):
+    def command(**kwargs: Any) -> None:
         request = LintRequest(**{name: kwargs.pop(name) for name in _LINT_PARAMETERS})
         return function(request, **kwargs)
 
@@ -212,17 +212,17 @@ class LintRequest:
 @click.option("--quiet", "-q", is_flag=True, help="Print findings only, no summary.")
 def check(
     request: LintRequest,
-    output_format,
-    fix,
-    unsafe_fixes,
-    diff,
-    add_noqa,
-    report_unused_noqa,
-    output_file,
-    exit_zero,
-    statistics,
-    show_source,
-    quiet,
+    output_format: str,
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
+    add_noqa: bool,
+    report_unused_noqa: bool | None,
+    output_file: str | None,
+    exit_zero: bool,
+    statistics: bool,
+    show_source: bool,
+    quiet: bool,
 ) -> None:
     """Lint PATHS (files or directories; `-` reads stdin). The default command."""
     from ckptlint.reporters import FORMATS
@@ -264,7 +264,7 @@ def check(
 @cli.command("calls")
 @lint_options
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def calls(request: LintRequest, output_format) -> None:
+def calls(request: LintRequest, output_format: str) -> None:
     """List the checkpoint calls ckptlint recognises in PATHS, with their region and mode."""
     import json
 
@@ -290,7 +290,14 @@ def calls(request: LintRequest, output_format) -> None:
 @click.option("--lint", "lint_paths", multiple=True, type=click.Path(), help="Lint these paths and join the findings.")
 @click.option("-m", "module", metavar="MODULE", help="Run a module, as `python -m MODULE` would.")
 @click.argument("script_and_arguments", nargs=-1, type=click.UNPROCESSED)
-def confirm(sample, report_file, findings_file, lint_paths, module, script_and_arguments) -> None:
+def confirm(
+    sample: str,
+    report_file: str | None,
+    findings_file: str | None,
+    lint_paths: tuple[str, ...],
+    module: str | None,
+    script_and_arguments: tuple[str, ...],
+) -> None:
     """Run SCRIPT [ARGS] (or -m MODULE [ARGS]), replaying each checkpoint call with and without
     checkpointing; report per call site whether anything diverges. Needs torch."""
     if findings_file and lint_paths:
@@ -359,11 +366,10 @@ def rules(code: str | None) -> None:
             fix = " (fixable)" if rule.fixable else ""
             click.echo(f"{rule.code}  {rule.name:<32} {rule.summary}{fix}")
         return
-    rule = RULES_BY_CODE.get(code.upper())
-    if rule is None:
+    chosen = RULES_BY_CODE.get(code.upper())
+    if chosen is None:
         _fail(f"unknown rule {code!r}; run `ckptlint rules` to list them")
-        return
-    click.echo(rule.document(), nl=False)
+    click.echo(chosen.document(), nl=False)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

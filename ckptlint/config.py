@@ -5,11 +5,12 @@ Every problem is one line naming the file and the key, raised as ConfigError.
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ckptlint.catalogue import (
     CALLABLE,
@@ -140,16 +141,16 @@ def parse_table(table: dict[str, Any], path: Path, prefix: str = "[tool.ckptlint
     values: dict[str, Any] = {}
     for key in ("select", "ignore", "extend-select"):
         if key in table:
-            values[key.replace("-", "_")] = _codes(table[key], lambda problem, key=key: fail(key, problem))
+            values[key.replace("-", "_")] = _codes(table[key], functools.partial(fail, key))
     for key in ("exclude", "extend-exclude"):
         if key in table:
-            values[key.replace("-", "_")] = tuple(_strings(table[key], lambda problem, key=key: fail(key, problem)))
+            values[key.replace("-", "_")] = tuple(_strings(table[key], functools.partial(fail, key)))
     if "per-file-ignores" in table:
         raw = table["per-file-ignores"]
         if not isinstance(raw, dict):
             raise fail("per-file-ignores", 'expected a table of glob = ["CODE", ...]')
         values["per_file_ignores"] = tuple(
-            (pattern, _codes(codes, lambda problem, p=pattern: fail(f"per-file-ignores.{p}", problem)))
+            (pattern, _codes(codes, functools.partial(fail, f"per-file-ignores.{pattern}")))
             for pattern, codes in raw.items()
         )
     if "report-unused-noqa" in table:
@@ -158,7 +159,7 @@ def parse_table(table: dict[str, Any], path: Path, prefix: str = "[tool.ckptlint
         values["report_unused_noqa"] = table["report-unused-noqa"]
     if "checkpoint-functions" in table:
         values["checkpoint_functions"] = tuple(
-            _checkpoint_functions(table["checkpoint-functions"], lambda k, problem: fail(k, problem))
+            _checkpoint_functions(table["checkpoint-functions"], fail)
         )
     return Config(root=path.parent, path=path, **values)
 
@@ -173,13 +174,13 @@ def parse_codes(values: Iterable[str], what: str) -> tuple[str, ...]:
     return _codes(codes, fail)
 
 
-def _strings(value: Any, fail) -> list[str]:
+def _strings(value: Any, fail: Callable[[str], ConfigError]) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise fail("expected a list of strings")
     return value
 
 
-def _codes(value: Any, fail) -> tuple[str, ...]:
+def _codes(value: Any, fail: Callable[[str], ConfigError]) -> tuple[str, ...]:
     codes = _strings(value, fail)
     for code in codes:
         if code.upper() == "ALL":
@@ -197,22 +198,22 @@ def _known_prefix(code: str) -> bool:
     return any(known.startswith(code) for known in ALL_CODES)
 
 
-def _checkpoint_functions(value: Any, fail) -> Iterable[CheckpointAPI]:
+def _checkpoint_functions(value: Any, fail: Callable[[str, str], ConfigError]) -> Iterable[CheckpointAPI]:
     key = "checkpoint-functions"
     if isinstance(value, list):
         for name in _strings(value, lambda problem: fail(key, problem)):
-            yield _in_house_api(name, {}, lambda problem, n=name: fail(f"{key}.{n}", problem))
+            yield _in_house_api(name, {}, functools.partial(fail, f"{key}.{name}"))
         return
     if isinstance(value, dict):
         for name, options in value.items():
             if not isinstance(options, dict):
                 raise fail(f"{key}.{name}", "expected a table like { region = \"callable\", argument = 0 }")
-            yield _in_house_api(name, options, lambda problem, n=name: fail(f'{key}."{n}"', problem))
+            yield _in_house_api(name, options, functools.partial(fail, f'{key}."{name}"'))
         return
     raise fail(key, "expected a list of qualified names or a table of name = { ... }")
 
 
-def _in_house_api(name: str, options: dict[str, Any], fail) -> CheckpointAPI:
+def _in_house_api(name: str, options: dict[str, Any], fail: Callable[[str], ConfigError]) -> CheckpointAPI:
     if not re.fullmatch(r"\.?[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", name):
         raise fail("expected a qualified name like mypkg.utils.ckpt, or .attribute for a method name")
     unknown = set(options) - {"region", "argument", "mode", "preserves-rng"}

@@ -41,7 +41,7 @@ class CkptlintServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("ckptlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.findings: dict[str, list[Finding]] = {}  # last findings per document URI
-        self._pending: dict[str, asyncio.Task] = {}
+        self._pending: dict[str, asyncio.Task[None]] = {}
         self._sources: dict[str, SourceFile] = {}  # lines for column conversion, by display path
         self._converter = get_converter()
 
@@ -100,7 +100,8 @@ class CkptlintServer(LanguageServer):
         absolute = Path(path) if os.path.isabs(path) else self.root / path
         document = self.workspace.text_documents.get(absolute.as_uri())
         if document is not None and 0 < line <= len(document.lines):
-            return document.lines[line - 1].rstrip("\r\n")
+            text: str = document.lines[line - 1]
+            return text.rstrip("\r\n")
         return ""
 
     def _diagnostic(self, finding: Finding) -> types.Diagnostic:
