@@ -74,10 +74,10 @@ class BoundArguments:
                 isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keyword.value.keys
             ):
                 for key, value in zip(keyword.value.keys, keyword.value.values):
-                    synthetic = ast.keyword(arg=key.value, value=value)  # type: ignore[union-attr]
-                    ast.copy_location(synthetic, key)  # type: ignore[arg-type]
+                    synthetic = ast.keyword(arg=key.value, value=value)  # type: ignore[union-attr]  # all() above: every key is a str Constant
+                    ast.copy_location(synthetic, key)  # type: ignore[arg-type]  # all() above: every key is a str Constant
                     synthetic.end_lineno, synthetic.end_col_offset = value.end_lineno, value.end_col_offset
-                    self.keywords[key.value] = BoundKeyword(synthetic, module)  # type: ignore[union-attr]
+                    self.keywords[key.value] = BoundKeyword(synthetic, module)  # type: ignore[union-attr]  # all() above: every key is a str Constant
             else:
                 self.star_keywords = True
 

@@ -36,7 +36,7 @@ class ClassInfo:
 
     @property
     def node(self) -> ast.ClassDef:
-        return self.scope.node  # type: ignore[return-value]
+        return self.scope.node  # type: ignore[return-value]  # a class's scope node is its ClassDef
 
     @property
     def name(self) -> str:
@@ -44,14 +44,14 @@ class ClassInfo:
 
     @property
     def qualified_name(self) -> str:
-        return self.module.defined_name(self.scope.parent, self.node.name)  # type: ignore[arg-type]
+        return self.module.defined_name(self.scope.parent, self.node.name)  # type: ignore[arg-type]  # a class scope always has a parent
 
     def methods(self) -> Iterator[Scope]:
         return (child for child in self.scope.children if child.kind == FUNCTION)
 
     def method(self, name: str) -> Scope | None:
         for scope in self.methods():
-            if scope.node.name == name:  # type: ignore[attr-defined]
+            if scope.node.name == name:  # type: ignore[attr-defined]  # a FUNCTION scope's node is a def
                 return scope
         return None
 
@@ -147,7 +147,7 @@ class ClassIndex:
     def base_names(self, info: ClassInfo) -> list[str]:
         names = []
         for base in info.node.bases:
-            name = info.module.qualified_name(base, info.scope.parent)  # type: ignore[arg-type]
+            name = info.module.qualified_name(base, info.scope.parent)  # type: ignore[arg-type]  # a class scope always has a parent
             if name is not None:
                 names.append(self.project.canonical_name(name))
         return names

@@ -180,7 +180,7 @@ class Project:
                 scope.bindings = {}
             for scope in list(symbols.iter_scopes()):
                 scope.children = []
-            symbols.import_name = symbols.defines = None  # type: ignore[assignment]
+            symbols.import_name = symbols.defines = None  # type: ignore[assignment]  # released to break reference cycles; never used again
         self._by_path.clear()
 
     def module_path(self, name: str) -> Path | None:

@@ -336,7 +336,7 @@ class _ScopeBuilder:
     def visit(self, node: ast.AST, scope: Scope, in_handler: bool) -> None:
         cls = node.__class__
         if cls is ast.Call:
-            self.symbols.calls.append((node, scope))  # type: ignore[arg-type]
+            self.symbols.calls.append((node, scope))  # type: ignore[arg-type]  # `cls is ast.Call` checked it (cheaper than isinstance on this hot path)
         elif cls in _BINDING_NODES and self.visit_binding(node, scope, in_handler):
             return  # it pushed what it needs
         children: list[ast.AST] = []

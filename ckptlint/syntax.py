@@ -60,7 +60,7 @@ _APPENDERS: dict[type, Appender] = {}
 
 
 def _appender(cls: type) -> Appender:
-    fields = [name for name in cls._fields if name not in _SCALAR_FIELDS]  # type: ignore[attr-defined]
+    fields = [name for name in cls._fields if name not in _SCALAR_FIELDS]  # type: ignore[attr-defined]  # an ast node class has `_fields`
     if cls in (ast.Constant, ast.Global, ast.Nonlocal):
         fields = []
     lines = ["def append_children(node, out):", "    pass"]

@@ -118,7 +118,7 @@ class TypeInference:
                 return self.call_result(self.function(owner.module, scope_, receiver), call, module, scope, depth + 1)
             return EMPTY
         if isinstance(callee, FunctionType) and callee.node is not None and depth <= MAX_DEPTH:
-            callee_module: ModuleSymbols = callee.module  # type: ignore[assignment]
+            callee_module: ModuleSymbols = callee.module  # type: ignore[assignment]  # project functions carry the module that defines them
             callee_scope = callee_module.scope_of.get(id(callee.node))
             if callee_scope is None:
                 return EMPTY
@@ -291,7 +291,7 @@ class TypeInference:
             elif isinstance(b.node, ast.AugAssign):
                 elements.update(element_types(self.types(b.node.value, module, scope, depth + 1)))
         for call, call_scope in self._growth_calls(module).get((id(scope), name), ()):
-            method = call.func.attr  # type: ignore[attr-defined]
+            method = call.func.attr  # type: ignore[attr-defined]  # _growth_calls indexes `name.append(...)`-style calls only
             if method == "append" and call.args:
                 elements.update(self.types(call.args[0], module, call_scope, depth + 1))
             elif method == "insert" and len(call.args) > 1:
@@ -415,7 +415,7 @@ class TypeInference:
             for assignment in cls.attribute_assignments.get(attribute, ()):
                 if assignment.value is None or assignment.augmented:
                     continue
-                in_init = assignment.method.node.name in torch_api.INIT_LIKE_METHODS  # type: ignore[attr-defined]
+                in_init = assignment.method.node.name in torch_api.INIT_LIKE_METHODS  # type: ignore[attr-defined]  # a method scope's node is a def
                 sets_in_init = sets_in_init or in_init
                 if in_init and initialised:
                     continue  # overridden by a subclass's __init__ (which runs after super().__init__())

@@ -110,7 +110,7 @@ class FunctionInterpreter:
         if isinstance(node, ast.Lambda):
             self.returns.append(self.eval(node.body))
         else:
-            self.block(node.body)  # type: ignore[attr-defined]
+            self.block(node.body)  # type: ignore[attr-defined]  # not a lambda: a def or a module, whose body is statements
         return Summary(tuple(self.effects), merge(self.returns) if self.returns else LOCAL_VALUE, frozenset(self.written))
 
     def bind_parameters(self) -> None:
@@ -681,7 +681,7 @@ class FunctionInterpreter:
         return LOCAL_VALUE
 
     def call_function(self, function: FunctionType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
-        module: ModuleSymbols = function.module  # type: ignore[assignment]
+        module: ModuleSymbols = function.module  # type: ignore[assignment]  # project functions carry the module that defines them
         scope = module.scope_of.get(id(function.node)) if module is not None else None
         if scope is None:
             return LOCAL_VALUE

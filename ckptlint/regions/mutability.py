@@ -120,7 +120,7 @@ def function_facts(function: ast.AST) -> FunctionFacts:
     facts = getattr(function, "_ckptlint_facts", None)
     if facts is None:
         facts = FunctionFacts(function)
-        function._ckptlint_facts = facts  # type: ignore[attr-defined]
+        function._ckptlint_facts = facts  # type: ignore[attr-defined]  # a memo kept on the node, freed with its tree
     return facts
 
 
@@ -147,7 +147,7 @@ def _bound_names(node: ast.AST) -> Iterator[str]:
     elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
         targets = [node.target]
     else:
-        targets = [item.optional_vars for item in node.items if item.optional_vars is not None]  # type: ignore[attr-defined]
+        targets = [item.optional_vars for item in node.items if item.optional_vars is not None]  # type: ignore[attr-defined]  # the remaining binding statements are `with`
     for name in _names(targets):
         yield name.id
 
@@ -216,7 +216,7 @@ class Mutability:
                     continue
                 bindings = module.lookup(scope, root.id)
                 if bindings and all(b.scope.kind == MODULE and b.kind in (ASSIGN, OTHER, UNPACK) for b in bindings):
-                    found[root.id] = f"mutated by {how} in {scope.qualname} (line {node.lineno})"  # type: ignore[attr-defined]
+                    found[root.id] = f"mutated by {how} in {scope.qualname} (line {node.lineno})"  # type: ignore[attr-defined]  # writes are statements or expressions, which have positions
         self._globals[id(module)] = found
         return found
 
@@ -253,7 +253,7 @@ def _own_mutable_attributes(cls: ClassInfo) -> dict[str, str]:
     found: dict[str, str] = {}
     init_only = _init_only_methods(cls)
     for method in cls.methods():
-        name = method.node.name  # type: ignore[attr-defined]
+        name = method.node.name  # type: ignore[attr-defined]  # a method scope's node is a def
         receiver = method.first_parameter()
         if name in init_only or receiver is None:
             continue
@@ -266,8 +266,8 @@ def _own_mutable_attributes(cls: ClassInfo) -> dict[str, str]:
             if attribute is not None and f"{receiver}.{attribute}" in facts.lazy and not isinstance(node, ast.AugAssign):
                 continue  # lazy initialisation or a keyed memo
             if attribute is not None and attribute not in found:
-                found[attribute] = f"written by {how} in {cls.name}.{name} (line {node.lineno})"  # type: ignore[attr-defined]
-    cls.node._ckptlint_mutable = found  # type: ignore[attr-defined]
+                found[attribute] = f"written by {how} in {cls.name}.{name} (line {node.lineno})"  # type: ignore[attr-defined]  # writes are statements or expressions, which have positions
+    cls.node._ckptlint_mutable = found  # type: ignore[attr-defined]  # a memo kept on the node, freed with its tree
     return found
 
 
@@ -286,7 +286,7 @@ def _own_tensor_attributes(cls: ClassInfo) -> frozenset[str]:
                 if name in _PARAMETER_CLASSES:
                     found.add(attribute)
     result = frozenset(found)
-    cls.node._ckptlint_tensors = result  # type: ignore[attr-defined]
+    cls.node._ckptlint_tensors = result  # type: ignore[attr-defined]  # a memo kept on the node, freed with its tree
     return result
 
 
@@ -356,7 +356,7 @@ def _init_only_methods(cls: ClassInfo) -> set[str]:
     """`__init__` and the helpers that only `__init__`-like methods call (`self._build()`)."""
     callers: dict[str, set[str]] = {}
     for method in cls.methods():
-        name = method.node.name  # type: ignore[attr-defined]
+        name = method.node.name  # type: ignore[attr-defined]  # a method scope's node is a def
         receiver = method.first_parameter()
         for called_on, attribute in function_facts(method.node).calls_on:
             if called_on == receiver:

@@ -101,7 +101,7 @@ class RegionResolver:
         if function is None:
             return ()
         definition = function.node
-        params = [a.arg for a in positional_parameters(definition.args)]  # type: ignore[attr-defined]
+        params = [a.arg for a in positional_parameters(definition.args)]  # type: ignore[attr-defined]  # a FunctionType's node is a def or lambda
         if function.receiver is not None:
             params = params[1:]
         bound = []
@@ -114,7 +114,7 @@ class RegionResolver:
         return tuple(bound)
 
     def _function_entry(self, function: FunctionType, call: CheckpointCall) -> RegionEntry:
-        module: ModuleSymbols = function.module  # type: ignore[assignment]
+        module: ModuleSymbols = function.module  # type: ignore[assignment]  # project functions carry the module that defines them
         scope = module.scope_of[id(function.node)]
         params = _parameters(scope)
         bound = dict(function.bound)
@@ -159,7 +159,7 @@ class RegionResolver:
         function_types = [t for t in self.inference.types(check_fn, call.module, call.scope) if isinstance(t, FunctionType)]
         entries: list[RegionEntry | RunningStatsRegion] = []
         for function in function_types:
-            module: ModuleSymbols = function.module  # type: ignore[assignment]
+            module: ModuleSymbols = function.module  # type: ignore[assignment]  # project functions carry the module that defines them
             scope = module.scope_of[id(function.node)]
             for node in walk(function.node):
                 for class_expr in _tested_classes(node, module, scope):

@@ -87,7 +87,7 @@ class FunctionType:
     receiver: Value | None = None  # `self` for bound methods
     bound: tuple[tuple[str, Value], ...] = ()  # partial(...) arguments and closure variables
     defined_in_region: bool = False  # a nested def or lambda created while the region runs
-    node: ast.AST = field(default=None, compare=False, hash=False, repr=False)  # type: ignore[assignment]
+    node: ast.AST = field(default=None, compare=False, hash=False, repr=False)  # type: ignore[assignment]  # always given; a default only because it follows defaulted fields
     module: object = field(default=None, compare=False, hash=False, repr=False)
 
 

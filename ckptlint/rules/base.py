@@ -84,10 +84,10 @@ def finding_at(
 ) -> Finding:
     """A finding spanning `node` in `module`, with code point columns."""
     source = module.source
-    line = node.lineno  # type: ignore[attr-defined]
+    line = node.lineno  # type: ignore[attr-defined]  # effects and calls point at expressions, statements or keywords, which have positions
     end_line = getattr(node, "end_lineno", None) or line
     end_offset = getattr(node, "end_col_offset", None)
-    column = source.column(line, node.col_offset)  # type: ignore[attr-defined]
+    column = source.column(line, node.col_offset)  # type: ignore[attr-defined]  # effects and calls point at expressions, statements or keywords, which have positions
     end_column = source.column(end_line, end_offset) if end_offset is not None else column
     return Finding(
         source.display_path,

@@ -68,7 +68,7 @@ def _stochastic_note(effects: list[Effect]) -> str:
     if random_ops:
         first = random_ops[0]
         op = _RANDOM_OPS[first.variant].format_map(first.fact_map)
-        where = f"{first.module.source.display_path}:{first.node.lineno}"  # type: ignore[attr-defined]
+        where = f"{first.module.source.display_path}:{first.node.lineno}"  # type: ignore[attr-defined]  # effects and calls point at expressions, statements or keywords, which have positions
         more = f" and {len(random_ops) - 1} more" if len(random_ops) > 1 else ""
         return f"; the region has stochastic torch ops ({op} at {where}{more}), so gradients change"
     return "; no stochastic torch op was found in the region, so today only speed is affected"
@@ -79,5 +79,5 @@ def _is_false(value: ast.expr) -> bool:
 
 
 def _inside(inner: ast.AST, outer: ast.AST) -> bool:
-    start = (inner.lineno, inner.col_offset)  # type: ignore[attr-defined]
-    return (outer.lineno, outer.col_offset) <= start <= (outer.end_lineno, outer.end_col_offset)  # type: ignore[attr-defined]
+    start = (inner.lineno, inner.col_offset)  # type: ignore[attr-defined]  # keywords and calls have positions
+    return (outer.lineno, outer.col_offset) <= start <= (outer.end_lineno, outer.end_col_offset)  # type: ignore[attr-defined]  # keywords and calls have positions
