@@ -88,6 +88,8 @@ class Summaries:
 
 
 class FunctionInterpreter:
+    library = LibraryCalls()  # torch, NumPy, random and builtins calls
+
     def __init__(self, analysis: Summaries, module: ModuleSymbols, scope: Scope, context: Context):
         self.analysis = analysis
         self.inference = analysis.inference
@@ -100,7 +102,6 @@ class FunctionInterpreter:
         self._seen: set[tuple[str, int]] = set()
         self.returns: list[Value] = []
         self.written: set[tuple[str, str]] = set()  # state this execution has written so far
-        self.library = LibraryCalls(self)
 
     # -- driver ---------------------------------------------------------------
 
@@ -433,7 +434,7 @@ class FunctionInterpreter:
     def attribute_of(self, base: Value, attribute: str) -> Value:
         path = f"{base.path}.{attribute}" if base.path else attribute
         if attribute == "device":
-            own = self.library.own_device(base, path)
+            own = self.library.own_device(self, base, path)
             if own is not None:
                 return own
         if attribute in ("shape", "dtype", "ndim", "is_cuda", "requires_grad", "training"):
@@ -570,7 +571,7 @@ class FunctionInterpreter:
                 self.eval(keyword.value)
         name = self._callee_name(func)
         if name is not None:
-            known = self.library.function(name, node, arguments, keywords)
+            known = self.library.function(self, name, node, arguments, keywords)
             if known is not None:
                 return known
         if isinstance(func, ast.Attribute):
@@ -594,7 +595,7 @@ class FunctionInterpreter:
         return None if name is None else self.analysis.project.canonical_name(name)
 
     def method_call(self, receiver: Value, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
-        known = self.library.method(receiver, method, node)
+        known = self.library.method(self, receiver, method, node)
         if known is not None:
             return known
         text = f"{receiver.path}.{method}" if receiver.path else method
@@ -641,7 +642,7 @@ class FunctionInterpreter:
         for ancestor in classes.ancestors(owner):
             if isinstance(ancestor, str):
                 if method == "forward":
-                    self.library.torch_super_forward(node, receiver.path or "self", ancestor)
+                    self.library.torch_super_forward(self, node, receiver.path or "self", ancestor)
                 continue
             scope = ancestor.method(method)
             if scope is not None:
@@ -666,7 +667,7 @@ class FunctionInterpreter:
 
     def call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         """Calling an `nn.Module` instance runs its forward."""
-        if self.library.module_call(module_value.path or ast.unparse(node.func), item, node):
+        if self.library.module_call(self, module_value.path or ast.unparse(node.func), item, node):
             return LOCAL_VALUE
         info = self.analysis.classes.by_name(item.name)
         if info is None:
@@ -677,7 +678,7 @@ class FunctionInterpreter:
                 owner, scope = found
                 function = self.inference.function(owner.module, scope, module_value.renamed("self"))
                 return self.call_function(function, node, arguments, keywords)
-        self.library.inherited_forward(node, [a for a in self.analysis.classes.ancestors(info) if isinstance(a, str)], item.short)
+        self.library.inherited_forward(self, node, [a for a in self.analysis.classes.ancestors(info) if isinstance(a, str)], item.short)
         return LOCAL_VALUE
 
     def call_function(self, function: FunctionType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:

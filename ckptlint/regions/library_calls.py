@@ -40,15 +40,16 @@ _ITERATION_BUILTINS = frozenset({"next", "iter", "map", "filter", "zip", "enumer
 
 
 class LibraryCalls:
-    """The library half of one function's interpretation: effects and results of library calls."""
+    """The library half of interpreting a function: effects and results of library calls.
 
-    def __init__(self, interpreter: FunctionInterpreter):
-        self.interpreter = interpreter
+    Stateless: each method is given the interpreter (`run`) it records effects on. (Holding
+    it would make a reference cycle per interpreted function, and the analysis runs with the
+    cyclic garbage collector off.)
+    """
 
     # -- calls by qualified name ------------------------------------------------
 
-    def function(self, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
-        run = self.interpreter
+    def function(self, run: FunctionInterpreter, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
         short = torch_api.short_name(name)
         callee = ast.unparse(node.func)
         if torch_api.is_python_draw(name):
@@ -69,16 +70,15 @@ class LibraryCalls:
         if name in torch_api.GRAD_MODE_FUNCTIONS:
             return Value(volatile=frozenset({GRAD_MODE}))
         if name == "torch.nn.functional.batch_norm":
-            self._functional_batch_norm(node, arguments, keywords)
+            self._functional_batch_norm(run, node, arguments, keywords)
             return LOCAL_VALUE
         if name.startswith("builtins."):
-            return self._builtin(short, node, arguments, keywords)
+            return self._builtin(run, short, node, arguments, keywords)
         if name.startswith("torch."):
-            return self._torch(name, node, arguments, keywords)
+            return self._torch(run, name, node, arguments, keywords)
         return None
 
-    def _builtin(self, short: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
-        run = self.interpreter
+    def _builtin(self, run: FunctionInterpreter, short: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
         if short == "getattr" and arguments:
             attribute = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
             if isinstance(attribute, str):
@@ -93,8 +93,7 @@ class LibraryCalls:
             return Value(volatile=frozenset().union(*(v.volatile for v in [*arguments, *keywords.values()])))
         return None if short in _ITERATION_BUILTINS else LOCAL_VALUE
 
-    def _torch(self, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
-        run = self.interpreter
+    def _torch(self, run: FunctionInterpreter, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         callee = ast.unparse(node.func)
         if "out" in keywords:
             run.mutate(keywords["out"], node, f"`{callee}(out=...)` writes into", tensor=True)
@@ -102,7 +101,7 @@ class LibraryCalls:
             run.mutate(arguments[0], node, f"in-place `{callee}()` on", tensor=True)
         short = torch_api.short_name(name)
         device = _keyword(node, "device")
-        described = self._explicit_device(device) if device is not None and short in torch_api.TORCH_FACTORIES else None
+        described = self._explicit_device(run, device) if device is not None and short in torch_api.TORCH_FACTORIES else None
         if described is not None:
             run.add(DEVICE_MOVE, node, "factory", callee=callee, device=described)
         if short[:1].isupper():
@@ -113,22 +112,21 @@ class LibraryCalls:
             return Value(arguments[0].origins, arguments[0].types, path=arguments[0].path, attribute=arguments[0].attribute)
         return LOCAL_VALUE
 
-    def _functional_batch_norm(self, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> None:
+    def _functional_batch_norm(self, run: FunctionInterpreter, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> None:
         running = keywords.get("running_mean") or (arguments[1] if len(arguments) > 1 else None)
         training = _keyword(node, "training")
         if training is None and len(node.args) > 5:
             training = node.args[5]
         if running is not None and running.outlives_region and not (isinstance(training, ast.Constant) and not training.value):
-            self.interpreter.add(
+            run.add(
                 RUNNING_STATS, node, "functional", callee=ast.unparse(node.func), subject=running.path or ""
             )
 
     # -- methods whose meaning comes from the library ---------------------------
 
-    def method(self, receiver: Value, method: str, node: ast.Call) -> Value | None:
+    def method(self, run: FunctionInterpreter, receiver: Value, method: str, node: ast.Call) -> Value | None:
         """Random draws on generator objects, device moves, in-place tensor ops, container
         mutators, buffer registration; None for any other method."""
-        run = self.interpreter
         text = f"{receiver.path}.{method}" if receiver.path else method
         rngs = [t for t in receiver.types if isinstance(t, RngType)]
         if rngs and method not in torch_api.RNG_METHODS_NOT_DRAWS:
@@ -143,7 +141,7 @@ class LibraryCalls:
             return LOCAL_VALUE
         if method == "to":
             device = node.args[0] if node.args else _keyword(node, "device")
-            described = self._explicit_device(device) if device is not None else None
+            described = self._explicit_device(run, device) if device is not None else None
             if described is not None:
                 run.add(DEVICE_MOVE, node, "to", subject=subject, device=described)
             return LOCAL_VALUE
@@ -166,38 +164,37 @@ class LibraryCalls:
 
     # -- torch modules ----------------------------------------------------------
 
-    def module_call(self, path: str, item: ClassType, node: ast.Call) -> bool:
+    def module_call(self, run: FunctionInterpreter, path: str, item: ClassType, node: ast.Call) -> bool:
         """Effects of calling a torch module (running statistics, dropout); True when the
         module is a dropout layer, whose forward needs no further interpretation."""
         if item.running_stats:
-            self.running_stats(node, path, item.short)
+            self.running_stats(run, node, path, item.short)
         if torch_api.torch_class(item.name) in torch_api.TORCH_DROPOUT_MODULES:
-            self.dropout(node, item.short)
+            self.dropout(run, node, item.short)
             return True
         return False
 
-    def inherited_forward(self, node: ast.Call, ancestors: list[str], short: str) -> None:
+    def inherited_forward(self, run: FunctionInterpreter, node: ast.Call, ancestors: list[str], short: str) -> None:
         """A project module whose forward is a torch base class's (a Dropout subclass)."""
         if any(torch_api.torch_class(a) in torch_api.TORCH_DROPOUT_MODULES for a in ancestors):
-            self.dropout(node, short)
+            self.dropout(run, node, short)
 
-    def torch_super_forward(self, node: ast.Call, path: str, ancestor: str) -> None:
+    def torch_super_forward(self, run: FunctionInterpreter, node: ast.Call, path: str, ancestor: str) -> None:
         """`super().forward(x)` reaching a torch norm class: its statistics update."""
         short = torch_api.torch_class(ancestor)
         if short in torch_api.TORCH_BATCH_NORM_MODULES:
-            self.running_stats(node, path, short)
+            self.running_stats(run, node, path, short)
 
-    def dropout(self, node: ast.Call, short: str) -> None:
-        self.interpreter.add(TORCH_RANDOM, node, "module", callee=ast.unparse(node.func), module_class=short)
+    def dropout(self, run: FunctionInterpreter, node: ast.Call, short: str) -> None:
+        run.add(TORCH_RANDOM, node, "module", callee=ast.unparse(node.func), module_class=short)
 
-    def running_stats(self, node: ast.AST, path: str, short: str) -> None:
-        self.interpreter.add(RUNNING_STATS, node, "module", subject=path, module_class=short)
+    def running_stats(self, run: FunctionInterpreter, node: ast.AST, path: str, short: str) -> None:
+        run.add(RUNNING_STATS, node, "module", subject=path, module_class=short)
 
     # -- devices ----------------------------------------------------------------
 
-    def _explicit_device(self, device: ast.expr) -> str | None:
+    def _explicit_device(self, run: FunctionInterpreter, device: ast.expr) -> str | None:
         """How the code names a device other than an input's, or None (a dtype, `x.device`, a tensor)."""
-        run = self.interpreter
         if isinstance(device, ast.Constant):
             return repr(device.value) if isinstance(device.value, str) else None
         if isinstance(device, ast.Call):
@@ -213,10 +210,10 @@ class LibraryCalls:
             return f"`{ast.unparse(device)}`" if "device" in device.attr.lower() else None
         return None
 
-    def own_device(self, base: Value, path: str) -> Value | None:
+    def own_device(self, run: FunctionInterpreter, base: Value, path: str) -> Value | None:
         """`obj.device` is where the region's tensors already are, unless obj's class chooses
         a device (`self.device = ...`): a tensor's device or a property giving a model's."""
-        classes = self.interpreter.analysis.classes
+        classes = run.analysis.classes
         for item in ordered(base.types):
             if isinstance(item, ClassType):
                 info = classes.by_name(item.name)
