@@ -17,16 +17,18 @@ unchanged file skip being read and hashed, as in git (workspace.py).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
 import shutil
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from ckptlint import __version__
 from ckptlint.finding import Finding
@@ -190,7 +192,8 @@ class Cache:
     def load(self) -> Index:
         """The last run's index, or an empty one when it is missing, corrupt or foreign."""
         try:
-            return Index.from_dict(json.loads(self.path.read_bytes()))
+            with _no_collection():
+                return Index.from_dict(json.loads(self.path.read_bytes()))
         except (OSError, ValueError, RecursionError):  # ValueError: bad JSON, or MalformedCache
             return Index()
 
@@ -227,6 +230,20 @@ class Cache:
             os.replace(temporary, path)
         except OSError:
             return
+
+
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """The cyclic collector paused: building an entry per file right after parsing the index
+    set off collections that rescanned the whole parse, a fifth of the load time. Nothing
+    built here holds a cycle."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # -- shapes --------------------------------------------------------------------------------
