@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
-from ckptlint.engine.cache import FORMAT
+from ckptlint.engine.cache import FORMAT, CacheEntry, EntryKind, FrozenNames, Index
+from ckptlint.finding import Edit, Finding, Fix, Site
 from ckptlint.config import Config, load_config
 from ckptlint.engine import Linter
 from conftest import FIXTURES, run_cli
@@ -141,6 +143,70 @@ def test_no_cache_and_cache_dir(project: Path, tmp_path_factory: pytest.TempPath
     assert (elsewhere / "CACHEDIR.TAG").exists() and not (project / ".ckptlint_cache").exists()
     assert run_cli("model.py", cwd=project, env={"CKPTLINT_CACHE_DIR": str(elsewhere / "env")}).returncode == 0
     assert (elsewhere / "env" / "CACHEDIR.TAG").exists()
+
+
+def _edit_index(project: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    for index in (project / ".ckptlint_cache").glob("*/*[0-9a-f].json"):
+        data = json.loads(index.read_text())
+        edit(data)
+        index.write_text(json.dumps(data))
+
+
+def _first(data: dict[str, Any], kind: str | None = None, with_findings: bool = False) -> dict[str, Any]:
+    entries = data["entries"].values()
+    return next(e for e in entries if (kind is None or e["kind"] == kind) and (not with_findings or e.get("findings")))
+
+
+HAND_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "a derived name that is not a string": lambda d: _first(d, "analysed")["names"].__setitem__(0, [5]),
+    "a finding's line as a string": lambda d: _first(d, with_findings=True)["findings"][0].__setitem__("line", "5"),
+    "a site without a path": lambda d: _first(d, with_findings=True)["findings"][0].__setitem__("checkpoint_sites", [{"line": 1}]),
+    "an unknown kind": lambda d: _first(d).__setitem__("kind", "mystery"),
+    "a project file that is not a path": lambda d: d["files"].append(7),
+    "hits that are not a list": lambda d: _first(d).__setitem__("hits", "checkpoint"),
+    "a stat record of the wrong length": lambda d: d["stats"].__setitem__("/elsewhere.py", [1, 2]),
+}
+
+
+@pytest.mark.parametrize("edit", HAND_EDITS.values(), ids=HAND_EDITS.keys())
+def test_a_hand_edited_index_is_ignored_and_rewritten(project: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Loading checks every shape the engine relies on: these used to crash a run or change its findings."""
+    (project / "blocks.py").write_text(RANDOM_BLOCK)
+    expected = _found(_lint(project, "model.py", cache=False))
+    _lint(project, "model.py")
+    _edit_index(project, edit)
+    assert _found(_lint(project, "model.py")) == expected
+    [index] = (project / ".ckptlint_cache").glob("*/*[0-9a-f].json")
+    assert Index.from_dict(json.loads(index.read_text())).entries  # rewritten well-formed
+
+
+def test_a_malformed_edges_file_counts_as_unknown_edges(project: Path) -> None:
+    (project / "blocks.py").write_text(RANDOM_BLOCK)
+    _lint(project, "model.py")
+    for edges in (project / ".ckptlint_cache").glob("*/*.edges.json"):
+        data = json.loads(edges.read_text())
+        edges.write_text(json.dumps({**data, "edges": {path: 5 for path in data["edges"]}}))
+    (project / "extra.py").write_text("y = 2\n")  # a new module: the edges are consulted
+    assert _found(_lint(project, "model.py")) == _found(_lint(project, "model.py", cache=False)) == [("blocks.py", "CKP201", 5)]
+
+
+def test_an_entry_is_what_it_was_after_a_round_trip() -> None:
+    site = Site("model.py", 6, 12, ("forward", "block"))
+    fix = Fix("safe", "pass use_reentrant=False", (Edit(6, 30, 6, 30, ", use_reentrant=False"),))
+    finding = Finding("blocks.py", 5, 16, "CKP201", "calls `random.random()`", 5, 31, (site,), (fix,))
+    entries = [
+        CacheEntry(EntryKind.SKIPPED, "d0", frozenset()),
+        CacheEntry(EntryKind.SYNTAX, "d1", frozenset({"checkpoint"}), (finding,)),
+        CacheEntry(
+            EntryKind.ANALYSED, "d2", frozenset({"checkpoint", "ckpt"}), (finding,),
+            FrozenNames(frozenset({"ckpt"}), frozenset({"Base"})), {"/p/blocks.py": "d3"}, frozenset({"checkpoint"}),
+        ),
+    ]
+    for entry in entries:
+        data = json.loads(json.dumps(entry.to_dict()))
+        again = CacheEntry.from_dict(data)
+        assert again == entry and again.to_dict() == data
+        assert [f.fixes for f in again.findings] == [f.fixes for f in entry.findings]  # not compared by ==
 
 
 def test_a_corrupt_or_unwritable_cache_is_ignored(project: Path) -> None:

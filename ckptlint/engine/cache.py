@@ -1,14 +1,15 @@
-"""The result cache: each file's raw findings, kept until something they depend on changes.
+"""The result cache's storage: a typed index of each file's raw findings, read and written as JSON.
 
 One JSON index per configuration under `.ckptlint_cache/<version>/` in the project root
-(or `--cache-dir`). An entry holds a file's content digest, its raw findings (including
-those it causes in other files through its regions), the names it adds for checkpoint
-APIs, and the digest of every module its result depends on (worker.py says which). An entry
-is used when none of those changed; the run's checker also drops entries that a new or
-removed module, or a newly derived API name, could change (run.py).
+(or `--cache-dir`). Each file has a `CacheEntry`: its content digest and the run's names it
+mentions; a named file that was only parsed also keeps its CKP000; a candidate's analysis
+also keeps its raw findings (including those it causes in other files through its regions),
+the names it adds for checkpoint APIs, its key, and the digest of every module its result
+depends on (worker.py says which). Whether an entry still holds is decided in reuse.py.
 
 JSON, not pickle: a cache directory can come from anywhere (a checked-out repository), and
-loading it must never run code. A corrupt or foreign index is ignored and rewritten. Writes
+loading it must never run code. Loading checks every shape the engine relies on (a file can
+be truncated or hand-edited); a corrupt or foreign index is ignored and rewritten. Writes
 go to a temporary file and are renamed into place, so a concurrent run (an editor and
 pre-commit) reads either the old index or the new one. Stat data (size, times, inode) lets an
 unchanged file skip being read and hashed, as in git (workspace.py).
@@ -16,40 +17,174 @@ unchanged file skip being read and hashed, as in git (workspace.py).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
 import shutil
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Iterator, Mapping
 
 from ckptlint import __version__
+from ckptlint.finding import Finding
+from ckptlint.prefilter import Names
 
 CACHE_DIR_NAME = ".ckptlint_cache"
-FORMAT = 2
+FORMAT = 2  # bump when the JSON layout changes: an index of another format is ignored
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by ckptlint.\n"
 
+StatRecord = tuple[int, int, int, int, str]  # size, mtime_ns, ctime_ns, inode, content digest
+ModuleEdges = tuple[str, tuple[str, ...]]  # a module's digest, and every module name its imports can reach
 
-def cache_key(*parts: Any) -> str:
+
+class MalformedCache(ValueError):
+    """A cache file whose shape is not what this version writes (truncated, hand-edited, foreign)."""
+
+
+def cache_key(*parts: object) -> str:
     """A digest of everything that changes results besides the files themselves."""
     text = json.dumps([FORMAT, __version__, sys.version_info[:2], *parts], default=repr, sort_keys=True)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-@dataclass
+class EntryKind(StrEnum):
+    ANALYSED = "analysed"  # a candidate: its analysis
+    SYNTAX = "syntax"  # a named file that cannot hold a call: only parsed (its CKP000, if any)
+    SKIPPED = "skipped"  # neither: only its digest and what it mentions
+
+
+@dataclass(frozen=True)
+class FrozenNames:
+    """Callee and base-class names as the index keeps them (`Names`, which grows, frozen)."""
+
+    functions: frozenset[str] = frozenset()
+    classes: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, names: Names) -> FrozenNames:
+        return cls(frozenset(names.functions), frozenset(names.classes))
+
+    def words(self) -> frozenset[str]:
+        return self.functions | self.classes
+
+    def thawed(self) -> Names:
+        return Names(set(self.functions), set(self.classes))
+
+    def to_json(self) -> list[list[str]]:
+        return [sorted(self.functions), sorted(self.classes)]
+
+    @classmethod
+    def from_json(cls, data: object) -> FrozenNames:
+        if not (type(data) is list and len(data) == 2):
+            raise MalformedCache("names: not a pair of lists")
+        functions, classes = data
+        if functions == [] and classes == []:
+            return _NO_NAMES  # most files add none: share one
+        return cls(_strings(functions), _strings(classes))
+
+
+_NO_NAMES = FrozenNames()
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One file's record: what its last analysis (or parse) found, and what that depended on.
+
+    `names`, `deps` and `key` are an analysis's (empty for the other kinds): the names the
+    file adds, the digest of every module its result depends on, and the names it mentions
+    that it does not add itself (the run's names reach the analysis only through those)."""
+
+    kind: EntryKind
+    digest: str  # the file's content digest
+    hits: frozenset[str]  # the run's names the file mentions
+    findings: tuple[Finding, ...] = ()
+    names: FrozenNames = FrozenNames()
+    deps: Mapping[str, str] = field(default_factory=dict)  # absolute path -> content digest
+    key: frozenset[str] = frozenset()
+
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {"kind": self.kind.value, "digest": self.digest}
+        if self.kind is not EntryKind.SKIPPED:
+            data["findings"] = [finding.to_dict() for finding in self.findings]
+        if self.kind is EntryKind.ANALYSED:
+            data["names"] = self.names.to_json()
+            data["deps"] = dict(self.deps)
+            data["key"] = sorted(self.key)
+        data["hits"] = sorted(self.hits)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: object) -> CacheEntry:
+        """The entry `to_dict` wrote; MalformedCache for any other shape.
+
+        An index holds thousands, so each check is the cheapest that keeps the engine from
+        tripping: the items of `hits` and `key` and the digests in `deps` are only compared
+        with the run's names and digests, where one of another type reads as a change."""
+        if type(data) is not dict:
+            raise MalformedCache("entry: not an object")
+        try:
+            kind, digest, hits = _KINDS[data["kind"]], data["digest"], data["hits"]
+            if type(digest) is not str or type(hits) is not list:
+                raise MalformedCache("entry: digest or hits of the wrong type")
+            if kind is EntryKind.SKIPPED:
+                return cls(kind, digest, frozenset(hits))
+            findings = data["findings"]
+            findings = () if findings == [] else _findings(findings)
+            if kind is EntryKind.SYNTAX:
+                return cls(kind, digest, frozenset(hits), findings)
+            deps, key = data["deps"], data["key"]
+            if type(deps) is not dict or type(key) is not list:
+                raise MalformedCache("entry: deps or key of the wrong type")
+            return cls(kind, digest, frozenset(hits), findings, FrozenNames.from_json(data["names"]), deps, frozenset(key))
+        except (KeyError, TypeError) as exc:  # a missing field, an unknown kind, an unhashable item
+            raise MalformedCache(f"entry: {exc!r}") from exc
+
+
+_KINDS = {kind.value: kind for kind in EntryKind}
+
+
+@dataclass(frozen=True)
 class Index:
     """What one run leaves for the next."""
 
-    entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # absolute path -> entry
-    stats: dict[str, list] = field(default_factory=dict)  # absolute path -> [size, mtime_ns, ctime_ns, inode, digest]
-    names: list[list[str]] = field(default_factory=lambda: [[], []])  # the run's final names
-    files: list[str] = field(default_factory=list)  # the project's files
+    entries: Mapping[str, CacheEntry] = field(default_factory=dict)  # absolute path -> entry
+    stats: Mapping[str, StatRecord] = field(default_factory=dict)  # absolute path -> stat data and digest
+    names: FrozenNames = FrozenNames()  # the run's final names
+    files: tuple[str, ...] = ()  # the project's files
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "format": FORMAT,
+            "entries": {path: entry.to_dict() for path, entry in self.entries.items()},
+            "stats": dict(self.stats),
+            "names": self.names.to_json(),
+            "files": list(self.files),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> Index:
+        """The index `to_dict` wrote; MalformedCache for any other shape or format."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise MalformedCache("not an index of this format")
+        entries, stats, files = data.get("entries"), data.get("stats"), data.get("files")
+        if not (isinstance(entries, dict) and isinstance(stats, dict)):
+            raise MalformedCache("index: entries or stats is not an object")
+        return cls(
+            {path: CacheEntry.from_dict(entry) for path, entry in entries.items()},
+            {path: _stat(stat) for path, stat in stats.items()},
+            FrozenNames.from_json(data.get("names")),
+            _string_tuple(files),
+        )
 
 
 class Cache:
+    """The index file of one configuration, and its import-edges file beside it."""
+
     def __init__(self, directory: Path, key: str):
         self.directory = directory
         self.path = directory / __version__ / f"{key}.json"
@@ -57,37 +192,34 @@ class Cache:
     def load(self) -> Index:
         """The last run's index, or an empty one when it is missing, corrupt or foreign."""
         try:
-            data = json.loads(self.path.read_bytes())
-            if data.get("format") != FORMAT:
-                return Index()
-            index = Index(data["entries"], data["stats"], data["names"], data["files"])
-            if _well_formed(index):
-                return index
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-            pass
-        return Index()
+            with _no_collection():
+                return Index.from_dict(json.loads(self.path.read_bytes()))
+        except (OSError, ValueError, RecursionError):  # ValueError: bad JSON, or MalformedCache
+            return Index()
 
     def save(self, index: Index) -> None:
-        data = {"format": FORMAT, "entries": index.entries, "stats": index.stats, "names": index.names, "files": index.files}
-        self._write(self.path, data)
+        self._write(self.path, index.to_dict())
 
-    def load_edges(self) -> dict[str, list]:
-        """path -> [digest, module names its code can reach]: consulted only when files were
-        added or removed, so it lives in its own file, read only then."""
+    def load_edges(self) -> dict[str, ModuleEdges]:
+        """path -> its module edges: consulted only when files were added or removed, so they
+        live in their own file, read only then. Empty when missing or malformed (an unknown
+        edge counts as one that may import anything)."""
         try:
             data = json.loads(self.edges_path.read_bytes())
-            return data["edges"] if data.get("format") == FORMAT and isinstance(data.get("edges"), dict) else {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("edges"), dict):
+                return {}
+            return {path: _edges(record) for path, record in data["edges"].items()}
+        except (OSError, ValueError, RecursionError):
             return {}
 
-    def save_edges(self, edges: dict[str, list]) -> None:
+    def save_edges(self, edges: Mapping[str, ModuleEdges]) -> None:
         self._write(self.edges_path, {"format": FORMAT, "edges": edges})
 
     @property
     def edges_path(self) -> Path:
         return self.path.with_suffix(".edges.json")
 
-    def _write(self, path: Path, data: dict) -> None:
+    def _write(self, path: Path, data: Mapping[str, object]) -> None:
         """Write atomically; a cache that cannot be written is silently skipped."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,32 +232,82 @@ class Cache:
             return
 
 
-def _well_formed(index: Index) -> bool:
-    """The shapes the engine relies on (a cache file can be truncated or hand-edited)."""
-    if not (isinstance(index.entries, dict) and isinstance(index.stats, dict) and isinstance(index.files, list)):
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """The cyclic collector paused: building an entry per file right after parsing the index
+    set off collections that rescanned the whole parse, a fifth of the load time. Nothing
+    built here holds a cycle."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# -- shapes --------------------------------------------------------------------------------
+
+
+def _strings(value: object) -> frozenset[str]:
+    return frozenset(_string_tuple(value))
+
+
+def _string_tuple(value: object) -> tuple[str, ...]:
+    if type(value) is not list:
+        raise MalformedCache("not a list of strings")
+    try:
+        "".join(value)  # fails unless every item is a str: the fastest check of a long list
+    except TypeError:
+        raise MalformedCache("not a list of strings") from None
+    return tuple(value)
+
+
+def _stat(value: object) -> StatRecord:
+    """Only the digest is used as such; the sizes and times are compared with the file's,
+    so a wrong one only makes the file read again."""
+    if not (type(value) is list and len(value) == 5 and type(value[4]) is str):
+        raise MalformedCache("stat: not [size, mtime, ctime, inode, digest]")
+    return (value[0], value[1], value[2], value[3], value[4])
+
+
+def _edges(value: object) -> ModuleEdges:
+    if not (type(value) is list and len(value) == 2 and type(value[0]) is str):
+        raise MalformedCache("edges: not [digest, module names]")
+    return value[0], _string_tuple(value[1])
+
+
+def _findings(value: object) -> tuple[Finding, ...]:
+    """Parsed at load: few files have findings, and a malformed one must reject the index."""
+    if type(value) is not list:
+        raise MalformedCache("findings: not a list")
+    try:
+        findings = tuple(Finding.from_dict(data) for data in value)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise MalformedCache(f"finding: {exc!r}") from exc
+    if not all(_well_typed(finding) for finding in findings):
+        raise MalformedCache("finding: a field of the wrong type")
+    return findings
+
+
+def _well_typed(finding: Finding) -> bool:
+    """What `Finding.from_dict` takes on trust: every position an int, every text a str."""
+    texts = (finding.path, finding.code, finding.summary)
+    positions = (finding.line, finding.column, finding.end_line, finding.end_column)
+    if not (all(isinstance(t, str) for t in texts) and all(type(p) is int for p in positions)):
         return False
-    names = index.names
-    if not (isinstance(names, list) and len(names) == 2 and all(isinstance(n, list) for n in names)):
-        return False
-    for stat in index.stats.values():
-        if not (isinstance(stat, list) and len(stat) == 5 and isinstance(stat[4], str)):
+    for site in finding.sites:
+        if not (isinstance(site.path, str) and type(site.line) is int and type(site.column) is int):
             return False
-    for entry in index.entries.values():
-        if not isinstance(entry, dict) or not isinstance(entry.get("digest"), str):
+        if not all(isinstance(step, str) for step in site.chain):
             return False
-        if entry.get("kind") == "analysed":
-            found, derived, deps = entry.get("findings"), entry.get("names"), entry.get("deps")
-            if not (isinstance(found, list) and isinstance(deps, dict) and isinstance(derived, list) and len(derived) == 2):
-                return False
-        elif entry.get("kind") == "syntax" and not isinstance(entry.get("findings"), list):
+    for fix in finding.fixes:
+        if not (isinstance(fix.applicability, str) and isinstance(fix.description, str)):
             return False
-        for finding in entry.get("findings", ()):
-            if not isinstance(finding, dict) or not _FINDING_KEYS <= finding.keys():
+        for edit in fix.edits:
+            if not (isinstance(edit.content, str) and all(type(p) is int for p in (edit.line, edit.column, edit.end_line, edit.end_column))):
                 return False
     return True
-
-
-_FINDING_KEYS = frozenset({"path", "line", "column", "end_line", "end_column", "code", "summary"})
 
 
 def _mark(directory: Path) -> None:

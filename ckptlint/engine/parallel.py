@@ -13,6 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
 
 from ckptlint.engine import worker
+from ckptlint.engine.cache import ModuleEdges
 from ckptlint.prefilter import Names
 from ckptlint.engine.worker import Outcome, Settings
 
@@ -35,7 +36,7 @@ def execute(
     syntax_only: list[str],
     jobs: int,
     size: Callable[[str], int],
-) -> tuple[list[Outcome], dict[str, list]]:
+) -> tuple[list[Outcome], dict[str, ModuleEdges]]:
     """Outcomes for every file in `analyse` and `syntax_only` (in no particular order), and
     the import edges of the modules they depend on (see worker.run_job)."""
     analyse = sorted(analyse, key=lambda p: (-size(p), p))
@@ -46,7 +47,7 @@ def execute(
     syntax_chunks = [syntax_only[i : i + 200] for i in range(0, len(syntax_only), 200)]
     context = multiprocessing.get_context(_start_method())
     outcomes: list[Outcome] = []
-    edges: dict[str, list] = {}
+    edges: dict[str, ModuleEdges] = {}
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker.start_process) as pool:
             futures = [pool.submit(worker.run_job, settings, names, roots, chunk, []) for chunk in chunks]
@@ -69,7 +70,7 @@ def _start_method() -> str:
 
 def _in_process(
     settings: Settings, names: Names, roots: list[str], analyse: list[str], syntax_only: list[str]
-) -> tuple[list[Outcome], dict[str, list]]:
+) -> tuple[list[Outcome], dict[str, ModuleEdges]]:
     enabled = gc.isenabled()
     gc.disable()
     limit = sys.getrecursionlimit()

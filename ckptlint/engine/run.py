@@ -1,17 +1,19 @@
-"""One `Linter.lint_files` call: which files to analyse, what the cache answers, the merge.
+"""One `Linter.lint_files` call: select, analyse, record, merge.
 
 The selection loop grows the names that can mean checkpointing until no new one turns up
-(see `Run`); the merge scopes findings to the named files, applies `# noqa` and selection.
+(see `Run`), taking what the cache still answers (reuse.py) and analysing the rest; the
+merge scopes findings to the named files, applies `# noqa` and selection.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Sequence
 
-from ckptlint.engine.cache import Cache, Index, cache_key
+from ckptlint.engine.cache import Cache, CacheEntry, Index, cache_key
 from ckptlint.engine.parallel import execute
+from ckptlint.engine.reuse import Reuse
 from ckptlint.engine.worker import ISSUES_URL, Outcome
 from ckptlint.engine.workspace import Workspace
 from ckptlint.finding import Finding, merge_findings
@@ -24,69 +26,70 @@ from ckptlint.source import DecodeError, SourceFile
 if TYPE_CHECKING:
     from ckptlint.engine.linter import Linter
 
-ANALYSED, SYNTAX, SKIPPED = "analysed", "syntax", "skipped"
-
 
 class Run:
-    """One `lint_files` call: which files to analyse, what the cache answers, the merge.
+    """One `lint_files` call: select, analyse, record, merge.
 
     The names that can mean checkpointing grow from the catalogue's: a file that mentions
     a known name is a candidate, and analysing it can add names (its `own`). A candidate's
     analysis depends on the names only through those it mentions that it does not add
-    itself (its `key`), so a cached analysis is reused when its content, its dependencies
-    and its key are what they would be now. Reuse follows the same growth from the
-    catalogue as a run without a cache, so both reach the same names and the same results:
-    a name is never taken from an entry whose file is not (yet) a candidate.
+    itself (its `key`), so a cached analysis is reused when its content and dependencies
+    are unchanged (`Reuse` says which are) and its key is what the names give now (checked
+    here, where the names grow). Reuse follows the same growth from the catalogue as a run
+    without a cache, so both reach the same names and the same results: a name is never
+    taken from an entry whose file is not (yet) a candidate.
     """
 
-    def __init__(self, linter: Linter, named: list[str], others: list[str]):
+    def __init__(self, linter: Linter, named: list[str], others: list[str]) -> None:
         self.linter = linter
         self.named = named
         self.named_set = set(named)
         self.files = [*named, *others]
         self.settings = linter.settings()
-        use_cache = linter.cache_dir is not None and not linter.want_calls
-        self.cache = Cache(linter.cache_dir, cache_key(self.settings.config, self.settings.base, self.settings.rules, self.settings.want_fixes)) if use_cache else None  # type: ignore[arg-type]
-        self.index = self.cache.load() if self.cache is not None else Index()
-        self.workspace = Workspace(linter.overlays, self.index.stats)
-        self.mentions = Mentions(self.workspace.data, self._recorded_mentions())
+        cache = self._cache()
+        index = cache.load() if cache is not None else Index()
+        self.workspace = Workspace(linter.overlays, index.stats)
         # sorted: which root wins a top-level name two roots define must not depend on the named files
         self._roots: dict[str, Path] = {}
         self.roots = sorted({os.fspath(self._root(p)) for p in self.files})
+        self.reuse = Reuse(cache, index, self.workspace, self.files, self.roots, self._root)
+        self.mentions = Mentions(self.workspace.data, self.reuse.recorded_mentions())
         self.outcomes: dict[str, Outcome] = {}
         self.keys: dict[str, frozenset[str]] = {}  # candidate -> the key its result (fresh or cached) has
         self.reused: set[str] = set()  # candidates answered from the cache
         self.unreadable: set[str] = set()  # files that could not be read when analysed
-        self._valid: dict[str, dict | None] = {}  # memo of _entry
         self.problems: list[PathProblem] = []
-        self.edges: dict[str, list] | None = None  # path -> [digest, module names], from the cache
-        self.new_edges: dict[str, list] = {}  # the same, from this run's workers
-        self.changed_modules = self._added_or_removed_modules()
+
+    def _cache(self) -> Cache | None:
+        """None without a cache directory, and when calls are wanted (an entry keeps none)."""
+        directory = self.linter.cache_dir
+        if directory is None or self.linter.want_calls:
+            return None
+        settings = self.settings
+        return Cache(directory, cache_key(settings.config, settings.base, settings.rules, settings.want_fixes))
 
     def execute(self) -> LintResult:
         names = Names.of(self.linter.catalogue)
-        while True:
+        while True:  # until no new name turns up
             words = names.words()
             todo, waiting = self._select(words, names)
             if names.words() != words:
                 continue  # cached entries added names: take those in before analysing anything
             todo = todo or waiting  # an entry that never matched is redone once nothing else moves
-            syntax = [p for p in self.named if not self.mentions.of(p, words) and not self._syntax_cached(p)]
+            syntax = [p for p in self.named if not self.mentions.of(p, words) and not self._syntax_known(p)]
             if not todo and not syntax:
                 break
             outcomes, edges = execute(self.settings, names, self.roots, todo, syntax, self.linter.jobs, self.workspace.size)
-            self.new_edges.update(edges)
+            self.reuse.add_edges(edges)
             for outcome in outcomes:
                 self._record(outcome, words)
             for path in todo:
-                outcome = self.outcomes.get(path)
-                if outcome is not None:
-                    names.update(outcome.names)
-        self.names = names
+                fresh = self.outcomes.get(path)
+                if fresh is not None:
+                    names.update(fresh.names)
         self.candidates = [p for p in self.files if self.mentions.of(p, names.words())]
         result = self._merge()
-        if self.cache is not None and self._changed():
-            self._save()
+        self.reuse.save(self.outcomes, self.keys, self.mentions, names)
         return result
 
     def _select(self, words: frozenset[str], names: Names) -> tuple[list[str], list[str]]:
@@ -99,104 +102,33 @@ class Run:
             hits = self.mentions.of(path, words)
             if not hits:
                 continue
-            entry = self._entry(path)
+            entry = self.reuse.analysis(path)
             key = hits - self._own(path, entry)
             if self.keys.get(path) == key:
                 continue  # answered for these names already
             if entry is not None and path not in self.outcomes:
-                cached = frozenset(entry["key"])
-                if cached == key:
+                if entry.key == key:
                     self.keys[path] = key
                     self.reused.add(path)
-                    names.update(Names(set(entry["names"][0]), set(entry["names"][1])))
+                    names.update(entry.names.thawed())
                     continue
-                if key < cached:
+                if key < entry.key:
                     waiting.append(path)
                     continue
             todo.append(path)
         return todo, waiting
 
-    def _own(self, path: str, entry: dict | None) -> frozenset[str]:
+    def _own(self, path: str, entry: CacheEntry | None) -> frozenset[str]:
         outcome = self.outcomes.get(path)
         if outcome is not None:
             return outcome.names.words()
         if entry is not None:
-            return frozenset(entry["names"][0]) | frozenset(entry["names"][1])
+            return entry.names.words()
         return frozenset()
 
-    def _changed(self) -> bool:
-        """Whether the index would differ: something analysed, read, added or removed."""
-        if self.outcomes or self.names.words() != frozenset(self.index.names[0]) | frozenset(self.index.names[1]):
-            return True
-        if set(self.files) != set(self.index.files):
-            return True
-        return self.workspace.stats() != self.index.stats
-
-    # -- the cache ----------------------------------------------------------------
-
-    def _recorded_mentions(self) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-        universe = frozenset(self.index.names[0]) | frozenset(self.index.names[1])
-        recorded = {}
-        for path, entry in self.index.entries.items():
-            if "hits" in entry and self.workspace.digest(path) == entry.get("digest"):
-                recorded[path] = (universe, frozenset(entry["hits"]))
-        return recorded
-
-    def _entry(self, path: str) -> dict | None:
-        """The cached analysis of this file if its content and dependencies are unchanged."""
-        if path not in self._valid:
-            self._valid[path] = self._valid_entry(path)
-        return self._valid[path]
-
-    def _valid_entry(self, path: str) -> dict | None:
-        entry = self.index.entries.get(path)
-        if entry is None or entry.get("kind") != ANALYSED or entry.get("digest") != self.workspace.digest(path):
-            return None
-        if self.changed_modules is None:
-            return None
-        if any(self.workspace.digest(dep) != digest for dep, digest in entry["deps"].items()):
-            return None
-        if self.changed_modules and self._may_import(entry["deps"], self.changed_modules):
-            return None
-        return entry
-
-    def _may_import(self, deps: dict[str, str], modules: list[str]) -> bool:
-        """Whether a dependency's code names one of these (new or removed) modules; unknown
-        edges count as yes. The edges table is read only when files were added or removed."""
-        if self.edges is None:
-            self.edges = self.cache.load_edges() if self.cache is not None else {}
-        for dep, digest in deps.items():
-            known = self.new_edges.get(dep) or self.edges.get(dep)
-            if known is None or known[0] != digest or _imports_any(known[1], modules):
-                return True
-        return False
-
-    def _syntax_cached(self, path: str) -> bool:
-        if path in self.outcomes or path in self.unreadable:
-            return True
-        entry = self.index.entries.get(path)
-        return entry is not None and entry.get("kind") in (SYNTAX, ANALYSED) and entry.get("digest") == self.workspace.digest(path)
-
-    def _added_or_removed_modules(self) -> list[str] | None:
-        """Every name the modules added or removed since the cached run can be imported as;
-        None when a package marker (`__init__.py`) came or went, which renames the modules
-        below it, or when the import roots changed, which changes what top-level names mean."""
-        changed = set(self.index.files) ^ set(self.files)
-        if not self.index.files or not changed:
-            return []
-        if any(Path(p).stem == "__init__" for p in changed):
-            return None
-        if {os.fspath(self._root(p)) for p in self.index.files} != set(self.roots):
-            return None
-        names: set[str] = set()
-        for path in changed:
-            for root in self.roots:  # a directory without `__init__.py` is a namespace package from any root above it
-                if path.startswith(root.rstrip(os.sep) + os.sep):
-                    parts = list(Path(os.path.relpath(path, root)).with_suffix("").parts)
-                    if parts and parts[-1] == "__init__":
-                        parts.pop()
-                    names.add(".".join(parts))
-        return sorted(names)
+    def _syntax_known(self, path: str) -> bool:
+        """Whether a named file's parse is already known: done in this run, or cached."""
+        return path in self.outcomes or path in self.unreadable or self.reuse.syntax_checked(path)
 
     def _root(self, path: str) -> Path:
         """The file's import root, memoised per directory for this run only (a package marker
@@ -240,15 +172,15 @@ class Run:
             if path not in candidates and path not in self.named_set:
                 continue
             outcome = self.outcomes.get(path)
+            findings: Sequence[Finding] | None
             if outcome is not None:
                 findings = outcome.findings
             elif path in candidates and path not in self.reused:
                 continue  # its analysis failed (reported as a problem)
             else:
-                entry = self.index.entries.get(path)
-                if entry is None or entry.get("kind") == SKIPPED or entry.get("digest") != self.workspace.digest(path):
+                findings = self.reuse.findings(path)
+                if findings is None:
                     continue
-                findings = [Finding.from_dict(data) for data in entry["findings"]]
             if path not in candidates:
                 own = display_path(path, self.linter.base)
                 findings = [f for f in findings if f.code == "CKP000" and f.path == own]
@@ -293,40 +225,6 @@ class Run:
                 continue
         return sources
 
-    def _save(self) -> None:
-        entries: dict[str, dict] = {}
-        words = self.names.words()
-        for path in self.files:
-            digest = self.workspace.digest(path)
-            if digest is None:
-                continue
-            outcome = self.outcomes.get(path)
-            old = self.index.entries.get(path)
-            if outcome is not None and outcome.analysed:
-                entry = {
-                    "kind": ANALYSED,
-                    "digest": outcome.digest,
-                    "findings": [f.to_dict() for f in outcome.findings],
-                    "names": [sorted(outcome.names.functions), sorted(outcome.names.classes)],
-                    "deps": outcome.dependencies,
-                    "key": sorted(self.keys[path]),
-                }
-            elif outcome is not None:
-                entry = {"kind": SYNTAX, "digest": outcome.digest, "findings": [f.to_dict() for f in outcome.findings]}
-            elif old is not None and old.get("digest") == digest:
-                entry = dict(old)
-            else:
-                entry = {"kind": SKIPPED, "digest": digest}
-            entry["hits"] = sorted(self.mentions.of(path, words))
-            entries[path] = entry
-        assert self.cache is not None
-        names = [sorted(self.names.functions), sorted(self.names.classes)]
-        self.cache.save(Index(entries, self.workspace.stats(), names, self.files))
-        if self.new_edges:
-            edges = self.edges if self.edges is not None else self.cache.load_edges()
-            edges.update(self.new_edges)
-            self.cache.save_edges(edges)
-
 
 def _unused_noqa(named_paths: set[str], result: LintResult) -> list[Finding]:
     findings = []
@@ -341,11 +239,3 @@ def _unused_noqa(named_paths: set[str], result: LintResult) -> list[Finding]:
             findings.append(Finding(path, comment.line, comment.column, "CKP001", summary, comment.line, end))
     return findings
 
-
-def _imports_any(imports: Iterable[str], modules: list[str]) -> bool:
-    """Whether a new or removed module could be one of these imports or under one of them."""
-    for name in imports:
-        for module in modules:
-            if name == module or name.startswith(module + ".") or module.startswith(name + "."):
-                return True
-    return False

@@ -29,6 +29,7 @@ from ckptlint.calls import CallFinder
 from ckptlint.catalogue import DEFAULT_CATALOGUE
 from ckptlint.classes import ClassIndex
 from ckptlint.config import Config
+from ckptlint.engine.cache import ModuleEdges
 from ckptlint.engine.discovery import ExcludeMatcher
 from ckptlint.finding import Finding
 from ckptlint.prefilter import Names
@@ -79,7 +80,7 @@ class WorkerState:
         self.names = names.copy()
         self.rules = [rule for rule in ALL_RULES if rule.code in settings.rules]
         self.reported: set[str] = set()  # modules whose edges this process has reported
-        self.edges: dict[str, list] = {}  # path -> [digest, module names it can reach], to report
+        self.edges: dict[str, ModuleEdges] = {}  # path -> (digest, module names it can reach), to report
         self._fresh_state()
 
     def _fresh_state(self) -> None:
@@ -125,7 +126,7 @@ class WorkerState:
                 module = self.project.loaded_at(path)
                 if module is not None:
                     named, packages = module_edges(self.project, module)
-                    self.edges[path] = [module.digest, sorted({external_name(n) for n in (*named, *packages)})]
+                    self.edges[path] = (module.digest, tuple(sorted({external_name(n) for n in (*named, *packages)})))
         if len(self.project.loaded()) > MAX_MODULES:
             self.reset()
         return outcome
@@ -256,7 +257,7 @@ def start_process() -> None:
 
 def run_job(
     settings: Settings, names: Names, roots: list[str], analyse: list[str], syntax_only: list[str]
-) -> tuple[list[Outcome], dict[str, list]]:
+) -> tuple[list[Outcome], dict[str, ModuleEdges]]:
     """Analyse `analyse` and check the syntax of `syntax_only`, in this process; also the
     import edges of modules the outcomes depend on that this process has not reported yet."""
     global _STATE

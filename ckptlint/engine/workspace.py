@@ -14,7 +14,9 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
+from ckptlint.engine.cache import StatRecord
 from ckptlint.project import content_digest
 
 RACY_NS = 2_000_000_000  # a file changed this recently may change again unseen in the same tick
@@ -32,9 +34,9 @@ class FileState:
 
 
 class Workspace:
-    def __init__(self, overlays: dict[str, bytes | str], recorded: dict[str, list]):
+    def __init__(self, overlays: dict[str, bytes | str], recorded: Mapping[str, StatRecord]) -> None:
         self.overlays = overlays
-        self.recorded = recorded  # path -> [size, mtime_ns, ctime_ns, inode, digest] from the cache
+        self.recorded = recorded  # path -> (size, mtime_ns, ctime_ns, inode, digest) from the cache
         self._states: dict[str, FileState | None] = {}
         self._started_ns = time.time_ns()
 
@@ -54,8 +56,8 @@ class Workspace:
                 state = None
             if state is not None:
                 recorded = self.recorded.get(path)
-                if recorded is not None and tuple(recorded[:-1]) == state.stat:
-                    state.digest = recorded[-1]
+                if recorded is not None and recorded[:4] == state.stat:
+                    state.digest = recorded[4]
         self._states[path] = state
         return state
 
@@ -91,7 +93,7 @@ class Workspace:
         state = self.state(path)
         return state.size if state is not None else 0
 
-    def stats(self) -> dict[str, list]:
+    def stats(self) -> dict[str, StatRecord]:
         """What to record for the next run: stat data and digest of every file read, except
         those changed too recently to trust their stat data."""
         recorded = dict(self.recorded)
@@ -100,5 +102,6 @@ class Workspace:
             if state is None or (state.stat and max(state.stat[1], state.stat[2]) >= recent):
                 recorded.pop(path, None)
             elif state.digest is not None and path not in self.overlays:
-                recorded[path] = [*state.stat, state.digest]
+                size, mtime_ns, ctime_ns, inode = state.stat
+                recorded[path] = (size, mtime_ns, ctime_ns, inode, state.digest)
         return recorded

@@ -1,0 +1,173 @@
+"""What the last run's index still answers for this one, and the index this run leaves.
+
+A file's mentions, parse and findings stand while its content is unchanged. An analysis
+also depends on every module its result was computed from (its `deps`), and on modules that
+did not exist: adding or removing a module can change what an unchanged import resolves to.
+So an analysis is redone when a dependency's import could name an added or removed module
+(the import edges say which; they are read only when files came or went), and nothing
+stands when a package marker (`__init__.py`) came or went, which renames the modules below
+it, or the import roots changed, which changes what top-level names mean. Whether an
+analysis's key matches the names is the run's question (run.py): the names are grown there.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from ckptlint.engine.cache import Cache, CacheEntry, EntryKind, FrozenNames, Index, ModuleEdges
+from ckptlint.engine.worker import Outcome
+from ckptlint.engine.workspace import Workspace
+from ckptlint.finding import Finding
+from ckptlint.prefilter import Mentions, Names
+
+
+class Reuse:
+    """The loaded index seen from this run's files: which entries still hold, and the next index."""
+
+    def __init__(
+        self,
+        cache: Cache | None,
+        index: Index,
+        workspace: Workspace,
+        files: Sequence[str],
+        roots: Sequence[str],
+        root_of: Callable[[str], Path],
+    ) -> None:
+        self.cache = cache  # None: nothing is written
+        self.index = index
+        self.workspace = workspace
+        self.files = files
+        self.roots = roots  # this run's import roots
+        self._analyses: dict[str, CacheEntry | None] = {}  # memo of `analysis`
+        self._edges: dict[str, ModuleEdges] | None = None  # the cache's, read when first needed
+        self._new_edges: dict[str, ModuleEdges] = {}  # this run's workers'
+        self._changed_modules = self._added_or_removed_modules(root_of)
+
+    # -- what stands ----------------------------------------------------------------
+
+    def recorded_mentions(self) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+        """path -> (the names the last run knew, those the file mentions), for each file whose
+        content is unchanged: `Mentions` then reads only files that changed."""
+        universe = self.index.names.words()
+        entries = self.index.entries.items()
+        return {path: (universe, entry.hits) for path, entry in entries if entry.digest == self.workspace.digest(path)}
+
+    def analysis(self, path: str) -> CacheEntry | None:
+        """The file's cached analysis if its content and dependencies are unchanged."""
+        if path not in self._analyses:
+            self._analyses[path] = self._standing_analysis(path)
+        return self._analyses[path]
+
+    def syntax_checked(self, path: str) -> bool:
+        """Whether the file was parsed (alone or analysed) with its current content."""
+        entry = self._current(path)
+        return entry is not None and entry.kind in (EntryKind.SYNTAX, EntryKind.ANALYSED)
+
+    def findings(self, path: str) -> Sequence[Finding] | None:
+        """The file's cached findings (an analysis's, or a parse's CKP000) if its content is unchanged."""
+        entry = self._current(path)
+        if entry is None or entry.kind is EntryKind.SKIPPED:
+            return None
+        return entry.findings
+
+    def add_edges(self, edges: Mapping[str, ModuleEdges]) -> None:
+        """Import edges this run's workers reported: newer than the cache's, and saved with it."""
+        self._new_edges.update(edges)
+
+    def _current(self, path: str) -> CacheEntry | None:
+        entry = self.index.entries.get(path)
+        return entry if entry is not None and entry.digest == self.workspace.digest(path) else None
+
+    def _standing_analysis(self, path: str) -> CacheEntry | None:
+        entry = self._current(path)
+        if entry is None or entry.kind is not EntryKind.ANALYSED or self._changed_modules is None:
+            return None
+        if any(self.workspace.digest(dep) != digest for dep, digest in entry.deps.items()):
+            return None
+        if self._changed_modules and self._may_import(entry.deps, self._changed_modules):
+            return None
+        return entry
+
+    def _may_import(self, deps: Mapping[str, str], modules: list[str]) -> bool:
+        """Whether a dependency's code names one of these (new or removed) modules; unknown
+        edges count as yes. The edges table is read only when files were added or removed."""
+        if self._edges is None:
+            self._edges = self.cache.load_edges() if self.cache is not None else {}
+        for dep, digest in deps.items():
+            known = self._new_edges.get(dep) or self._edges.get(dep)
+            if known is None or known[0] != digest or _imports_any(known[1], modules):
+                return True
+        return False
+
+    def _added_or_removed_modules(self, root_of: Callable[[str], Path]) -> list[str] | None:
+        """Every name the modules added or removed since the cached run can be imported as;
+        None when a package marker (`__init__.py`) came or went, which renames the modules
+        below it, or when the import roots changed, which changes what top-level names mean."""
+        changed = set(self.index.files) ^ set(self.files)
+        if not self.index.files or not changed:
+            return []
+        if any(Path(p).stem == "__init__" for p in changed):
+            return None
+        if {os.fspath(root_of(p)) for p in self.index.files} != set(self.roots):
+            return None
+        names: set[str] = set()
+        for path in changed:
+            for root in self.roots:  # a directory without `__init__.py` is a namespace package from any root above it
+                if path.startswith(root.rstrip(os.sep) + os.sep):
+                    parts = list(Path(os.path.relpath(path, root)).with_suffix("").parts)
+                    if parts and parts[-1] == "__init__":
+                        parts.pop()
+                    names.add(".".join(parts))
+        return sorted(names)
+
+    # -- what this run leaves -----------------------------------------------------------
+
+    def save(self, outcomes: Mapping[str, Outcome], keys: Mapping[str, frozenset[str]], mentions: Mentions, names: Names) -> None:
+        """Write the next index (and the import edges) when it would differ from the loaded one.
+        `keys` holds the key of every analysed outcome; `names` are the run's final names."""
+        if self.cache is None or not self._changed(outcomes, names):
+            return
+        words = names.words()
+        entries: dict[str, CacheEntry] = {}
+        for path in self.files:
+            digest = self.workspace.digest(path)
+            if digest is not None:
+                entries[path] = self._next_entry(path, digest, outcomes.get(path), keys, mentions.of(path, words))
+        self.cache.save(Index(entries, self.workspace.stats(), FrozenNames.of(names), tuple(self.files)))
+        if self._new_edges:
+            edges = self._edges if self._edges is not None else self.cache.load_edges()
+            edges.update(self._new_edges)
+            self.cache.save_edges(edges)
+
+    def _changed(self, outcomes: Mapping[str, Outcome], names: Names) -> bool:
+        """Whether the index would differ: something analysed, read, added or removed."""
+        if outcomes or names.words() != self.index.names.words():
+            return True
+        if set(self.files) != set(self.index.files):
+            return True
+        return self.workspace.stats() != self.index.stats
+
+    def _next_entry(
+        self, path: str, digest: str, outcome: Outcome | None, keys: Mapping[str, frozenset[str]], hits: frozenset[str]
+    ) -> CacheEntry:
+        if outcome is not None and outcome.analysed:
+            findings, added = tuple(outcome.findings), FrozenNames.of(outcome.names)
+            return CacheEntry(EntryKind.ANALYSED, outcome.digest, hits, findings, added, outcome.dependencies, keys[path])
+        if outcome is not None:
+            return CacheEntry(EntryKind.SYNTAX, outcome.digest, hits, tuple(outcome.findings))
+        old = self.index.entries.get(path)
+        if old is not None and old.digest == digest:
+            return replace(old, hits=hits)
+        return CacheEntry(EntryKind.SKIPPED, digest, hits)
+
+
+def _imports_any(imports: Iterable[str], modules: list[str]) -> bool:
+    """Whether a new or removed module could be one of these imports or under one of them."""
+    for name in imports:
+        for module in modules:
+            if name == module or name.startswith(module + ".") or module.startswith(name + "."):
+                return True
+    return False
