@@ -29,7 +29,8 @@ from ckptlint.config import Config
 from ckptlint.engine.discovery import ExcludeMatcher, discover
 from ckptlint.engine.run import Run
 from ckptlint.finding import Finding
-from ckptlint.rules import ALL_RULES, Rule
+from ckptlint.rules import ALL_RULES
+from ckptlint.rules.base import Rule
 from ckptlint.engine.worker import Settings
 from ckptlint.result import LintResult, PathProblem
 

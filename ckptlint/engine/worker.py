@@ -23,6 +23,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ckptlint.rules.context import RuleContext
 from ckptlint.calls import CallFinder
@@ -65,7 +66,7 @@ class Outcome:
     findings: list[Finding] = field(default_factory=list)
     names: Names = field(default_factory=Names)
     dependencies: dict[str, str] = field(default_factory=dict)  # absolute path -> digest
-    calls: list[dict] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
     unreadable: str | None = None  # the OSError, for a file that could not be read
     internal_error: str | None = None
     analysed: bool = False  # False: only parsed (a named file that cannot hold a call)
@@ -140,6 +141,7 @@ class WorkerState:
         # added, so that the result is what the engine keys it by
         self.finder.names = self.names.copy()
         calls = self.finder.checkpoint_calls(symbols)
+        assert symbols.checkpoint_names is not None  # checkpoint_calls sets it
         outcome.names = symbols.checkpoint_names
         context = RuleContext(symbols, self.regions, calls, self.fix_builder)
         findings: list[Finding] = []
