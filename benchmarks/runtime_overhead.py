@@ -3,8 +3,9 @@
     python benchmarks/runtime_overhead.py [--steps 100] [--device cpu]
 
 Prints (1) probed step time / plain step time when every step is probed (`sample="all"`;
-the floor is about 3x: a plain replay, a checkpointed replay, then the real step) and
-(2) the amortised overhead of `sample="first"` over the run. Times are medians of repeated
+the floor is about 3x: a plain replay, a checkpointed replay, then the real step),
+(2) the same with the witness on (`witness=True`: the real forward's ops logged, the real
+recompute compared with them), and (3) the amortised overhead of `sample="first"` over the run. Times are medians of repeated
 runs in one process; ratios, not seconds, are what to compare across machines.
 """
 
@@ -46,7 +47,7 @@ class Stack(nn.Module):
         return x
 
 
-def run(steps: int, device: str, sample: str | None) -> float:
+def run(steps: int, device: str, sample: str | None, witness: bool = False) -> float:
     torch.manual_seed(0)
     model = Stack().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -66,7 +67,7 @@ def run(steps: int, device: str, sample: str | None) -> float:
         for _ in range(steps):
             step()
     else:
-        with runtime.audit(sample=sample):
+        with runtime.audit(sample=sample, witness=witness):
             for _ in range(steps):
                 step()
     if device.startswith("cuda"):
@@ -82,10 +83,15 @@ def main() -> None:
     args = parser.parse_args()
     plain_one = statistics.median(run(5, args.device, None) for _ in range(args.repeats)) / 5
     probed_one = statistics.median(run(5, args.device, "all") for _ in range(args.repeats)) / 5
+    witnessed_one = statistics.median(run(5, args.device, "all", witness=True) for _ in range(args.repeats)) / 5
     plain_run = statistics.median(run(args.steps, args.device, None) for _ in range(args.repeats))
     first_run = statistics.median(run(args.steps, args.device, "first") for _ in range(args.repeats))
     print(f"device {args.device}, torch {torch.__version__}, 6 blocks x width 128, batch 8 x 64 tokens")
     print(f"plain step {plain_one * 1e3:.1f} ms; probed step (sample=all) {probed_one * 1e3:.1f} ms: {probed_one / plain_one:.2f}x")
+    print(
+        f"probed and witnessed step (sample=all, witness) {witnessed_one * 1e3:.1f} ms: {witnessed_one / plain_one:.2f}x "
+        f"({witnessed_one / probed_one:.2f}x the probed step)"
+    )
     print(
         f"{args.steps} steps: plain {plain_run:.2f} s, sample=first {first_run:.2f} s: "
         f"{first_run / plain_run:.3f}x amortised overhead"

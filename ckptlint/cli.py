@@ -289,6 +289,7 @@ def calls(request: LintRequest, output_format: str) -> None:
 @click.option("--findings", "findings_file", type=click.Path(exists=True, dir_okay=False), help="Static findings to join (ckptlint --format json).")
 @click.option("--lint", "lint_paths", multiple=True, type=click.Path(), help="Lint these paths and join the findings.")
 @click.option("-m", "module", metavar="MODULE", help="Run a module, as `python -m MODULE` would.")
+@click.option("--witness", is_flag=True, help="Also compare each sampled call's real recompute in backward with its forward.")
 @click.argument("script_and_arguments", nargs=-1, type=click.UNPROCESSED)
 def confirm(
     sample: str,
@@ -296,6 +297,7 @@ def confirm(
     findings_file: str | None,
     lint_paths: tuple[str, ...],
     module: str | None,
+    witness: bool,
     script_and_arguments: tuple[str, ...],
 ) -> None:
     """Run SCRIPT [ARGS] (or -m MODULE [ARGS]), replaying each checkpoint call with and without
@@ -317,7 +319,7 @@ def confirm(
     from ckptlint.runtime.intercept import UnsupportedTorch
 
     try:
-        code = run_confirm(target, arguments, module is not None, sample, report_file, findings_file, lint_paths)
+        code = run_confirm(target, arguments, module is not None, sample, report_file, findings_file, lint_paths, witness)
     except UnsupportedTorch as exc:
         _fail(str(exc))
     sys.exit(code)

@@ -42,7 +42,7 @@ class RngStateNotPreserved(Rule):
         Remove `preserve_rng_state=False` (the default is `True`). Keep it only for a
         region with no random op, where it saves the cost of saving RNG state.
     """
-    confirmed_by = frozenset({"rng-torch", "output", "input-grad", "parameter-grad"})
+    confirmed_by = frozenset({"rng-torch", "output", "input-grad", "parameter-grad", "recompute"})
 
     def check(self, context: RuleContext) -> Iterator[Finding]:
         for call in context.calls:

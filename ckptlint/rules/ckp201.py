@@ -68,7 +68,7 @@ class UnsavedRandomDraw(RegionRule):
         checkpoint restores, or draw outside the region and pass the result in as an
         argument.
     """
-    confirmed_by = frozenset({"rng-python"})
+    confirmed_by = frozenset({"rng-python", "recompute"})
     kinds = frozenset({RANDOM_DRAW})
     messages = {
         "python-global": "`{callee}()` draws from Python's global `random` generator, which checkpoint does not save: "

@@ -48,7 +48,7 @@ class DeviceMove(RegionRule):
         Move inputs before the checkpointed call (checkpoint then saves that device's RNG),
         and create tensors with `device=x.device` inside the region.
     """
-    confirmed_by = frozenset({"rng-torch", "output", "input-grad", "parameter-grad"})
+    confirmed_by = frozenset({"rng-torch", "output", "input-grad", "parameter-grad", "recompute"})
     kinds = frozenset({DEVICE_MOVE})
     messages = {
         "method": "`.{method}()` moves `{subject}` to another device inside the region: checkpoint saves the RNG state "

@@ -54,7 +54,7 @@ class UnstableBranch(RegionRule):
         Decide outside the region and pass the decision in as an argument; a replay then
         sees the value the forward saw.
     """
-    confirmed_by = frozenset({"output", "input-grad", "parameter-grad"})
+    confirmed_by = frozenset({"output", "input-grad", "parameter-grad", "recompute"})
     kinds = frozenset({UNSTABLE_BRANCH, GRAD_MODE_BRANCH})
     messages = {
         "unstable": "control flow depends on {reasons}, which can differ between forward and replay",

@@ -4,6 +4,9 @@
         train_step(batch)
     report.assert_equivalent()
 
+With `witness=True`, the sampled calls are also watched through the user's own backward:
+the recompute torch runs is compared op by op with the forward it replaces (witness.py).
+
 Needs torch (`pip install ckptlint[runtime]`); the linter never imports this package.
 """
 
@@ -16,6 +19,7 @@ from typing import Iterator
 from ckptlint.runtime.intercept import Interceptor, InterceptedCall, UnsupportedTorch, probe_guard
 from ckptlint.runtime.probe import probe
 from ckptlint.runtime.report import Record, Report
+from ckptlint.runtime.witness import Witness
 
 __all__ = ["audit", "Session", "Report", "Record", "UnsupportedTorch", "parse_sample"]
 
@@ -38,8 +42,9 @@ def parse_sample(sample: str | int) -> int | None:
 class Session:
     """Interception, per-site sampling and the report for one run."""
 
-    def __init__(self, sample: str | int = "first", wrapper_dirs: tuple[str, ...] = ()):
+    def __init__(self, sample: str | int = "first", wrapper_dirs: tuple[str, ...] = (), witness: bool = False):
         self.limit = parse_sample(sample)
+        self.witness = witness
         self.report = Report()
         self.current_test: str | None = None
         self._counts: collections.Counter[tuple[str, int, int]] = collections.Counter()
@@ -51,21 +56,25 @@ class Session:
     def stop(self) -> None:
         self._interceptor.uninstall()
 
-    def _on_call(self, call: InterceptedCall) -> None:
+    def _on_call(self, call: InterceptedCall) -> Witness | None:
         key = (call.site.path, call.site.line, call.site.column)
         if self.limit is not None and self._counts[key] >= self.limit:
-            return
+            return None
         self._counts[key] += 1
         with probe_guard():
             record = probe(call)
         record.test = self.current_test
         self.report.add(record)
+        if not self.witness or record.verdict == "error":
+            return None
+        return record.watch(Witness())
 
 
 @contextlib.contextmanager
-def audit(sample: str | int = "first", wrapper_dirs: tuple[str, ...] = ()) -> Iterator[Report]:
-    """Probe the checkpoint calls made inside the block; yields the Report."""
-    session = Session(sample, wrapper_dirs)
+def audit(sample: str | int = "first", wrapper_dirs: tuple[str, ...] = (), witness: bool = False) -> Iterator[Report]:
+    """Probe the checkpoint calls made inside the block; yields the Report. With `witness`,
+    also compare each sampled call's real recompute in backward with its forward."""
+    session = Session(sample, wrapper_dirs, witness)
     session.start()
     try:
         yield session.report

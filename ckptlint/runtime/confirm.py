@@ -67,8 +67,9 @@ def confirm(
     report_file: str | None = None,
     findings_file: str | None = None,
     lint_paths: Sequence[str] = (),
+    witness: bool = False,
 ) -> int:
-    session = Session(sample)
+    session = Session(sample, witness=witness)
     session.start()
     try:
         exit_code = run_script(target, arguments, as_module)

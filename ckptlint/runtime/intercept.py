@@ -25,6 +25,8 @@ from typing import Any, Callable, Generator, Iterator
 import torch
 import torch.utils.checkpoint as torch_checkpoint
 
+from ckptlint.runtime.witness import Witness
+
 _LOCAL = threading.local()
 _GENERATOR_PARAMETERS = ("fn", "preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop")
 _SKIPPED_DIRS = (
@@ -178,9 +180,10 @@ ORIGINALS: dict[str, Any] = {}
 
 
 class Interceptor:
-    """Installs and removes the patches; hands each sampled call to `on_call`."""
+    """Installs and removes the patches; hands each call to `on_call`, which may return a
+    `Witness` to watch the real call's forward and recompute."""
 
-    def __init__(self, on_call: Callable[[InterceptedCall], None], wrapper_dirs: tuple[str, ...] = ()):
+    def __init__(self, on_call: Callable[[InterceptedCall], Witness | None], wrapper_dirs: tuple[str, ...] = ()):
         self.on_call = on_call
         self.wrapper_dirs = tuple(os.path.abspath(d) + os.sep for d in wrapper_dirs)
         self.installed = False
@@ -206,13 +209,18 @@ class Interceptor:
         interceptor = self
 
         def _checkpoint_without_reentrant_generator(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-            if not probing():
-                interceptor._non_reentrant(signature, args, kwargs)
-            return (yield from ORIGINALS["generator"](*args, **kwargs))
+            witness = interceptor._non_reentrant(signature, args, kwargs) if not probing() else None
+            if witness is None:
+                return (yield from ORIGINALS["generator"](*args, **kwargs))
+            bound = signature.bind(*args, **kwargs)
+            bound.arguments["fn"] = witness.comparing_function(bound.arguments["fn"])  # only the recompute calls it
+            return (yield from _recording_forward(ORIGINALS["generator"](*bound.args, **bound.kwargs), witness))
 
         def apply(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
             if not probing() and cls is function and len(args) >= 2:
-                interceptor._reentrant(args)
+                witness = interceptor._reentrant(args)
+                if witness is not None:
+                    args = (witness.forward_then_recompute(args[0]), *args[1:])
             return ORIGINALS["apply"](cls, *args, **kwargs)
 
         self._patch(torch_checkpoint, "_checkpoint_without_reentrant_generator", _checkpoint_without_reentrant_generator)
@@ -257,11 +265,11 @@ class Interceptor:
 
     # -- interception ---------------------------------------------------------
 
-    def _non_reentrant(self, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _non_reentrant(self, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Witness | None:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError:
-            return
+            return None
         bound.apply_defaults()
         arguments = bound.arguments
         fn = arguments["fn"]
@@ -270,12 +278,12 @@ class Interceptor:
         flags = {name: arguments[name] for name in _GENERATOR_PARAMETERS[1:]}
         flags["use_reentrant"] = False
         composable = _composable_module(fn)
-        self._intercepted("composable" if composable is not None else "non-reentrant", fn, region_args, region_kwargs, flags, composable)
+        return self._intercepted("composable" if composable is not None else "non-reentrant", fn, region_args, region_kwargs, flags, composable)
 
-    def _reentrant(self, args: tuple[Any, ...]) -> None:
+    def _reentrant(self, args: tuple[Any, ...]) -> Witness | None:
         function, preserve, *inputs = args
         flags = {"preserve_rng_state": preserve, "use_reentrant": True}
-        self._intercepted("reentrant", function, tuple(inputs), {}, flags, None)
+        return self._intercepted("reentrant", function, tuple(inputs), {}, flags, None)
 
     def _intercepted(
         self,
@@ -285,18 +293,35 @@ class Interceptor:
         kwargs: dict[str, Any],
         flags: dict[str, Any],
         composable: torch.nn.Module | None,
-    ) -> None:
+    ) -> Witness | None:
         if not torch.is_grad_enabled():
-            return  # no backward, so no replay
+            return None  # no backward, so no replay
         if torch.compiler.is_compiling():
-            return
+            return None
         flags["use_reentrant_defaulted"] = getattr(_LOCAL, "use_reentrant_defaulted", None)
         _LOCAL.use_reentrant_defaulted = None  # consumed: a nested call must not inherit it
         site = user_site(self.wrapper_dirs)
         if site is None:
-            return
+            return None
         call = InterceptedCall(kind, fn, args, kwargs, flags, site, describe_region(fn), _wrapper_site(), composable)
-        self.on_call(call)
+        return self.on_call(call)
+
+
+def _recording_forward(inner: Generator[Any, Any, Any], witness: Witness) -> Generator[Any, Any, Any]:
+    """torch's non-reentrant generator, with the witness logging the forward that runs
+    between its first and second step (in `checkpoint()`, or between the composable hooks).
+    torch steps it with `next()` twice; `yield from` resumes the started generator."""
+    value = next(inner)
+    recording = witness.recording()
+    recording.__enter__()
+    try:
+        yield value
+    except BaseException:
+        recording.__exit__(None, None, None)
+        inner.close()
+        raise
+    recording.__exit__(None, None, None)
+    return (yield from inner)
 
 
 def _remember_use_reentrant(original: Callable[..., Any], position: int | None) -> Callable[..., Any]:

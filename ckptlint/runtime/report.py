@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptlint.project import display_path
+
+if TYPE_CHECKING:
+    from ckptlint.runtime.witness import Witness
 
 
 @dataclass
@@ -21,6 +24,20 @@ class Record:
     constructed_at: dict[str, Any] | None = None
     test: str | None = None  # the pytest node id that made the call, under the pytest plugin
     executed: set[tuple[str, int, int]] = field(default_factory=set, repr=False)  # code replay A ran
+    witness: dict[str, Any] | None = None  # the real recompute against its forward (audit(witness=True))
+
+    def watch(self, witness: Witness) -> Witness:
+        """Follow `witness`: its result joins this record; a divergence makes the call diverge."""
+
+        def update(watched: Witness) -> None:
+            self.witness = watched.to_dict()
+            if watched.divergence is not None and not any(r["category"] == "recompute" for r in self.reasons):
+                self.reasons.append(watched.divergence.to_reason())
+                self.verdict = "diverges"
+
+        witness.on_update = update
+        update(witness)
+        return witness
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -36,6 +53,8 @@ class Record:
             data["constructed_at"] = self.constructed_at
         if self.test is not None:
             data["test"] = self.test
+        if self.witness is not None:
+            data["witness"] = self.witness
         return data
 
     def describe(self) -> str:
@@ -60,6 +79,9 @@ class Record:
             if reason.get("detail"):
                 text += f" ({reason['detail']})"
             lines.append(f"    - {text}")
+            lines.extend(f"        forward ran it at {frame}" for frame in reason.get("stack", ())[:3])
+        if self.witness is not None and self.witness["status"] != "diverges":
+            lines.append(f"    - witness: the real recompute is {self.witness['status']} ({self.witness['recomputed_ops']} ops compared)")
         return "\n".join(lines)
 
 
