@@ -170,3 +170,20 @@ def test_confirm_witness_on_the_command_line(tmp_path: Path) -> None:
     assert record["verdict"] == "diverges" and record["witness"]["status"] == "diverges"
     assert record["witness"]["first_divergence"]["stack"][0] == f"{script}:16 in forward"
     assert "the recompute ran `tanh` where the forward ran `relu`" in witnessed.stderr.decode()
+
+
+def test_the_witness_confirms_the_static_finding_the_replay_could_not(tmp_path: Path) -> None:
+    """CKP206 on a branch over a counter a method bumps after the loss: the replay at the call
+    cannot trigger it; the real recompute does."""
+    from conftest import run_cli
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        STEPPED_SCRIPT.replace("        self.step = 0\n", "        self.step = 0\n\n    def advance(self):\n        self.step += 1\n").replace(
+            "gate.step += 1", "gate.advance()"
+        )
+    )
+    replay = run_cli("confirm", "--lint", str(script), str(script), cwd=tmp_path)
+    assert "train.py:18:12: CKP206 not triggered as driven" in replay.stderr.decode(), replay.stderr.decode()
+    witnessed = run_cli("confirm", "--witness", "--lint", str(script), str(script), cwd=tmp_path)
+    assert "train.py:18:12: CKP206 confirmed" in witnessed.stderr.decode(), witnessed.stderr.decode()
