@@ -39,10 +39,16 @@ def pytest_configure(config: pytest.Config) -> None:
     mode = config.getoption("ckptlint_confirm")
     if not mode:
         return
-    from ckptlint.runtime import Session
-
-    session = Session(config.getoption("ckptlint_sample"))
-    session.start()
+    # a usage error is pytest's one-line "ERROR: ..." and exit 4, where a raise here prints a traceback
+    try:
+        from ckptlint.runtime import Session, UnsupportedTorch
+    except ImportError as exc:
+        raise pytest.UsageError(f"--ckptlint-confirm: the runtime companion needs torch ({exc})") from None
+    try:
+        session = Session(config.getoption("ckptlint_sample"))
+        session.start()
+    except (UnsupportedTorch, ValueError) as exc:
+        raise pytest.UsageError(f"--ckptlint-confirm: {exc}") from None
     config.pluginmanager.register(_Probe(session, mode), "ckptlint-runtime")
 
 

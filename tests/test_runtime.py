@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import random
 import re
+import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import torch.utils.checkpoint as cp
 
 import ckptlint.runtime as runtime
+from ckptlint.runtime.intercept import resolve_layout
 from conftest import FIXTURES
 from fixtures.runtime import cases, spellings
 
 MODES = ("reentrant", "non-reentrant")
+# torch 2.14 moved Function.apply into C and the non-reentrant body into `..._generator_impl`
+SPLIT_LAYOUT = torch.__version__ >= "2.14"
 
 
 def _audit_case(body, state, mode, preserve):
@@ -92,6 +98,137 @@ def test_every_spelling_is_intercepted_at_its_call_site() -> None:
         ("composable", sites["inner"], None),
     ]
     assert all(r.verdict == "equivalent" for r in report.records), report.render()
+    # up to 2.13 the partial bound the public function before the audit: whether it passed
+    # use_reentrant is unknown; from 2.14 every spelling reaches the wrapped `_checkpoint_impl`
+    partial = report.records[2]
+    assert partial.flags["use_reentrant_defaulted"] is (False if SPLIT_LAYOUT else None)
+
+
+def test_layout_of_this_torch() -> None:
+    layout = resolve_layout()
+    flags = ("preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop")
+    if SPLIT_LAYOUT:
+        assert layout.generator_name == "_checkpoint_without_reentrant_generator_impl"
+        assert layout.flags == (*flags, "respect_saved_tensors_hooks")
+        assert isinstance(layout.apply_raw, types.ClassMethodDescriptorType)
+        assert layout.use_reentrant_at == {"checkpoint": None, "checkpoint_sequential": 3, "_checkpoint_impl": None}
+    else:
+        assert layout.generator_name == "_checkpoint_without_reentrant_generator"
+        assert layout.flags == flags
+        assert isinstance(layout.apply_raw, classmethod)
+        assert layout.use_reentrant_at == {"checkpoint": None, "checkpoint_sequential": 3}
+    assert layout.apply_binds_class
+
+
+def test_flags_are_the_generators_own_and_reach_the_replay() -> None:
+    block = spellings.Block()
+    with runtime.audit(sample="all") as report:
+        if SPLIT_LAYOUT:
+            cp.checkpoint(block, spellings.x(), use_reentrant=False, respect_saved_tensors_hooks=False).sum().backward()
+            # the decorator form (new in 2.14) calls `_checkpoint_impl` directly
+            cp.checkpoint(use_reentrant=False, preserve_rng_state=False)(block)(spellings.x()).sum().backward()  # SITE decorated
+        else:
+            cp.checkpoint(block, spellings.x(), use_reentrant=False).sum().backward()
+            with pytest.raises(TypeError):
+                cp.checkpoint(use_reentrant=False)  # no decorator form before 2.14
+    base = {"preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop", "use_reentrant", "use_reentrant_defaulted"}
+    if SPLIT_LAYOUT:
+        first, decorated = report.records
+        assert set(first.flags) == base | {"respect_saved_tensors_hooks"} and first.flags["respect_saved_tensors_hooks"] is False
+        line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.endswith("# SITE decorated"))
+        assert decorated.site["line"] == line and decorated.site["path"] == __file__
+        assert decorated.flags["preserve_rng_state"] is False and decorated.flags["use_reentrant_defaulted"] is False
+        assert decorated.verdict == "equivalent", decorated.describe()
+    else:
+        [first] = report.records
+        assert set(first.flags) == base
+    assert first.verdict == "equivalent", first.describe()
+
+
+def _apply_shapes() -> dict[str, object]:
+    """Every shape of `CheckpointFunction.apply` the companion knows, built around this torch's own."""
+    own = resolve_layout().apply  # called as own(cls, *args)
+
+    def function(*args, **kwargs):
+        return own(cp.CheckpointFunction, *args, **kwargs)
+
+    return {
+        "classmethod": classmethod(own),
+        # torch 2.14's shape (C `_FunctionBase.apply`); exists on 2.13 too, under the Python Function.apply
+        "c-descriptor": torch._C._FunctionBase.__dict__["apply"],
+        "staticmethod": staticmethod(function),
+        "function": function,
+    }
+
+
+@pytest.mark.parametrize("shape", ["classmethod", "c-descriptor", "staticmethod", "function"])
+def test_every_known_shape_of_apply_is_intercepted_and_restored(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    value = _apply_shapes()[shape]
+    monkeypatch.setattr(cp.CheckpointFunction, "apply", value)
+    block = spellings.Block()
+    with runtime.audit() as report:
+        cp.checkpoint(block, spellings.x(), use_reentrant=True).sum().backward()
+    [record] = report.records
+    assert (record.api, record.verdict) == ("reentrant", "equivalent"), record.describe()
+    assert record.flags["preserve_rng_state"] is True
+    assert vars(cp.CheckpointFunction)["apply"] is value
+
+
+def _reentrant_apply_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cp.CheckpointFunction, "apply", object())
+
+
+def _generators_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(cp, "_checkpoint_without_reentrant_generator_impl", raising=False)
+    monkeypatch.delattr(cp, "_checkpoint_without_reentrant_generator")
+
+
+def _generator_not_a_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = resolve_layout().generator_name
+    monkeypatch.setattr(cp, name, lambda fn, *args, **kwargs: iter(()))
+
+
+def _generator_lost_a_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    def generator(fn, args, kwargs, preserve_rng_state=True, context_fn=None, determinism_check="default", debug=False):
+        yield
+
+    monkeypatch.setattr(cp, resolve_layout().generator_name, generator)
+
+
+def _generator_grew_a_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = resolve_layout().generator
+
+    def generator(fn, args, kwargs, *, preserve_rng_state=True, context_fn=None, determinism_check="default", debug=False, early_stop=True, offload=False):
+        yield from original(fn, *args, **kwargs)
+
+    monkeypatch.setattr(cp, resolve_layout().generator_name, generator)
+
+
+UNKNOWN_LAYOUTS = {
+    "apply-replaced": (_reentrant_apply_gone, "torch.utils.checkpoint.CheckpointFunction.apply is an object of type 'object'"),
+    "generators-deleted": (_generators_gone, "torch.utils.checkpoint has neither _checkpoint_without_reentrant_generator_impl nor"),
+    "generator-plain-function": (_generator_not_a_generator, "is an object of type 'function', not a generator function"),
+    "generator-lost-a-flag": (_generator_lost_a_flag, "has no parameter early_stop"),
+    "generator-grew-a-flag": (_generator_grew_a_flag, "takes offload, which torch.utils.checkpoint.checkpoint does not"),
+    "function-missing": (lambda mp: mp.delattr(cp, "CheckpointFunction"), "torch.utils.checkpoint.CheckpointFunction is missing"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(UNKNOWN_LAYOUTS))
+def test_an_unknown_layout_is_refused_in_one_line_and_torch_left_alone(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    change, missing = UNKNOWN_LAYOUTS[shape]
+    change(monkeypatch)
+    before = (dict(vars(cp)), dict(vars(cp.CheckpointFunction)) if hasattr(cp, "CheckpointFunction") else None)
+    ran = []
+    with pytest.raises(runtime.UnsupportedTorch) as refused:
+        with runtime.audit():
+            ran.append(True)
+    message = str(refused.value)
+    assert "\n" not in message and ran == []
+    assert message.startswith(f"ckptlint's runtime companion does not support torch {torch.__version__}: ")
+    assert missing in message and message.endswith("; please report it")
+    after = (dict(vars(cp)), dict(vars(cp.CheckpointFunction)) if hasattr(cp, "CheckpointFunction") else None)
+    assert after == before  # nothing was patched before the refusal
 
 
 @pytest.mark.filterwarnings("ignore:torch.utils.checkpoint. the use_reentrant parameter")
@@ -125,12 +262,23 @@ def test_no_probe_without_grad() -> None:
 
 
 def test_interceptors_are_removed_after_audit() -> None:
-    import torch.utils.checkpoint as cp
+    from torch.distributed._composable import checkpoint_activation
 
-    before = (cp.checkpoint, cp._checkpoint_without_reentrant_generator, "apply" in vars(cp.CheckpointFunction))
+    def state():
+        return dict(vars(cp)), dict(vars(cp.CheckpointFunction)), dict(vars(checkpoint_activation))
+
+    before = state()
+    layout = resolve_layout()
     with runtime.audit():
-        assert cp.checkpoint is not before[0]
-    assert (cp.checkpoint, cp._checkpoint_without_reentrant_generator, "apply" in vars(cp.CheckpointFunction)) == before
+        patched = state()
+        assert patched[0]["checkpoint"] is not before[0]["checkpoint"]
+        assert patched[0][layout.generator_name] is not layout.generator
+        assert "apply" in patched[1]
+        assert layout.generator not in patched[2].values()
+        with runtime.audit():  # a nested audit finds torch's own objects behind the patches
+            assert resolve_layout().generator is layout.generator
+            assert resolve_layout().apply_raw is layout.apply_raw
+    assert state() == before
 
 
 def test_assert_equivalent_and_verdicts() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +93,31 @@ def test_confirm_usage_errors() -> None:
     assert both.returncode == 2 and b"alternatives" in both.stderr
 
 
+# torch laid out in a way the companion does not know, before anything of ckptlint runs
+BREAK_TORCH = "import torch.utils.checkpoint as cp\ncp.CheckpointFunction.apply = object()\n"
+REFUSAL = (
+    "ckptlint's runtime companion does not support torch {version}: "
+    "torch.utils.checkpoint.CheckpointFunction.apply is an object of type 'object'; please report it"
+)
+
+
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
+
+
+def test_confirm_refuses_an_unknown_torch_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(BREAK_TORCH)
+    (tmp_path / "train.py").write_text("print('the script ran')\n")
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), str(REPO), os.environ.get("PYTHONPATH")]))}
+    for command in (["confirm", "train.py"], ["confirm", "--lint", "train.py", "train.py"]):
+        completed = run_cli(*command, cwd=tmp_path, env=env)
+        assert completed.returncode == 2
+        assert completed.stdout == b""  # refused before the script ran
+        assert completed.stderr.decode() == "ckptlint: error: " + REFUSAL.format(version=_torch_version()) + "\n"
+
+
 TEST_FILE = '''
 import random, torch
 from torch.utils.checkpoint import checkpoint
@@ -110,9 +137,16 @@ def test_clean():
 '''
 
 
+def _plugin() -> tuple[str, ...]:
+    """Load the plugin by name where ckptlint is not installed (a venv that has only PYTHONPATH,
+    as benchmarks/torch_versions.py runs); where its entry point exists, a second `-p` would clash."""
+    installed = any(e.value == "ckptlint.pytest_plugin" for e in importlib.metadata.entry_points(group="pytest11"))
+    return () if installed else ("-p", "ckptlint.pytest_plugin")
+
+
 def test_pytest_plugin_strict_fails_tests_that_diverge(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model=TEST_FILE)
-    result = pytester.runpytest_subprocess("--ckptlint-confirm=strict", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*_plugin(), "--ckptlint-confirm=strict", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*test_diverging*", "*ckptlint: checkpointing changes the result*"])
     result.stdout.fnmatch_lines(["*2 checkpoint call(s) probed: 1 equivalent, 1 diverging, 0 error*"])
@@ -120,11 +154,23 @@ def test_pytest_plugin_strict_fails_tests_that_diverge(pytester: pytest.Pytester
 
 def test_pytest_plugin_report_mode_passes_and_reports(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model=TEST_FILE)
-    result = pytester.runpytest_subprocess("--ckptlint-confirm", "-p", "no:cacheprovider", "-rA")
+    result = pytester.runpytest_subprocess(*_plugin(), "--ckptlint-confirm", "-p", "no:cacheprovider", "-rA")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_model.py::test_diverging: *diverges*"])
 
 
+def test_pytest_plugin_refuses_an_unknown_torch_in_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(BREAK_TORCH)
+    pytester.makepyfile(test_model=TEST_FILE)
+    result = pytester.runpytest_subprocess(*_plugin(), "--ckptlint-confirm=strict", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    # other plugins may warn on stderr (pytest-asyncio's config warning): the refusal is the one error line
+    assert [line for line in result.errlines if "ERROR" in line or "rror:" in line] == [
+        "ERROR: --ckptlint-confirm: " + REFUSAL.format(version=_torch_version())
+    ]
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
 def test_pytest_plugin_is_dormant_without_the_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model="import sys\ndef test_no_torch():\n    assert 'ckptlint.runtime' not in sys.modules\n")
-    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess(*_plugin(), "-p", "no:cacheprovider").assert_outcomes(passed=1)

@@ -2,11 +2,12 @@
 
 Patching the public `checkpoint` name misses `from torch.utils.checkpoint import checkpoint`,
 partials built earlier, `checkpoint_wrapper` and composable `checkpoint(module)`. Every eager
-call passes through one of two places at call time in torch 2.x: the non-reentrant
-`_checkpoint_without_reentrant_generator` (also bound by name in
-`torch.distributed._composable.checkpoint_activation`) and `CheckpointFunction.apply`.
-Arguments are bound by parameter name, so a reordered signature still works; a torch
-without these is refused with a clear message.
+call passes through one of two places at call time in torch 2.x: the non-reentrant generator
+(`_checkpoint_without_reentrant_generator` up to 2.13, `..._generator_impl` from 2.14, also
+bound by name in `torch.distributed._composable.checkpoint_activation`) and
+`CheckpointFunction.apply` (a Python classmethod up to 2.13, the C `_FunctionBase.apply`
+descriptor from 2.14). `resolve_layout` finds them, binding arguments by parameter name so a
+reordered signature still works; a torch laid out otherwise is refused with one line.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import linecache
 import os
 import sys
 import threading
+import types
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Callable, Generator, Iterator
@@ -28,7 +30,9 @@ import torch.utils.checkpoint as torch_checkpoint
 from ckptlint.runtime.witness import Witness
 
 _LOCAL = threading.local()
-_GENERATOR_PARAMETERS = ("fn", "preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop")
+_GENERATOR_FLAGS = ("preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop")
+_GENERATOR_NAMES = ("_checkpoint_without_reentrant_generator_impl", "_checkpoint_without_reentrant_generator")
+_ORIGINAL = "__ckptlint_original__"  # on each patch: what it replaced, so a nested install finds torch's own
 _SKIPPED_DIRS = (
     os.path.dirname(torch.__file__) + os.sep,
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # ckptlint itself
@@ -37,7 +41,12 @@ _SKIPPED_FILES = frozenset({functools.__file__, contextlib.__file__})
 
 
 class UnsupportedTorch(RuntimeError):
-    """This torch does not have the internals the companion intercepts."""
+    """This torch does not have the internals the companion intercepts; the message is one line."""
+
+    def __init__(self, missing: str):
+        super().__init__(
+            f"ckptlint's runtime companion does not support torch {torch.__version__}: {missing}; please report it"
+        )
 
 
 def probing() -> bool:
@@ -144,17 +153,9 @@ class InterceptedCall:
         flags = self.flags
         if self.kind == "reentrant":
             return ORIGINALS["apply"](torch_checkpoint.CheckpointFunction, self.fn, flags["preserve_rng_state"], *args)
-        return ORIGINALS["checkpoint"](
-            self.fn,
-            *args,
-            use_reentrant=False,
-            preserve_rng_state=flags["preserve_rng_state"],
-            context_fn=flags["context_fn"],
-            determinism_check=flags["determinism_check"],
-            debug=flags["debug"],
-            early_stop=flags["early_stop"],
-            **kwargs,
-        )
+        # the generator's own flags, by name: torch 2.14 added respect_saved_tensors_hooks
+        config = {name: value for name, value in flags.items() if name not in _OWN_FLAGS}
+        return ORIGINALS["checkpoint"](self.fn, *args, use_reentrant=False, **config, **kwargs)
 
     @contextlib.contextmanager
     def replaying(self) -> Iterator[None]:
@@ -177,6 +178,121 @@ class InterceptedCall:
 
 
 ORIGINALS: dict[str, Any] = {}
+_OWN_FLAGS = frozenset({"use_reentrant", "use_reentrant_defaulted"})  # ckptlint's, not the generator's
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where this torch's checkpoint implementations meet: what `install` patches and replays with."""
+
+    function: type[Any]  # CheckpointFunction
+    generator_name: str  # the non-reentrant generator's name in torch.utils.checkpoint
+    generator: Callable[..., Any]  # torch's own generator
+    flags: tuple[str, ...]  # the generator's configuration parameters, in order
+    apply: Callable[..., Any]  # torch's own reentrant apply, always called as apply(cls, *args)
+    apply_raw: Any  # the class attribute that apply came from
+    apply_binds_class: bool  # a classmethod (receives cls) or static-like
+    use_reentrant_at: dict[str, int | None]  # entry points that take `use_reentrant`: its position, None if keyword-only
+
+
+def resolve_layout() -> Layout:
+    """Inspect torch (seeing through a patch of ours, for nested audits) before patching anything,
+    so a refusal leaves torch untouched; any shape not recognised raises UnsupportedTorch."""
+    function = getattr(torch_checkpoint, "CheckpointFunction", None)
+    if not isinstance(function, type):
+        raise UnsupportedTorch(f"torch.utils.checkpoint.CheckpointFunction is {_kind(function)}")
+    generator_name, generator, flags = _resolve_generator()
+    apply, binds_class, raw = _resolve_apply(function)
+    use_reentrant_at: dict[str, int | None] = {}
+    for name in ("checkpoint", "checkpoint_sequential", "_checkpoint_impl"):
+        entry = _own(getattr(torch_checkpoint, name, None))
+        if entry is None and name == "_checkpoint_impl":
+            continue  # only torch 2.14 and later route `checkpoint` through it
+        parameters = _parameters(entry, f"torch.utils.checkpoint.{name}")
+        if "use_reentrant" in parameters:
+            use_reentrant_at[name] = _position(parameters, "use_reentrant")
+        if name == "checkpoint":
+            # a replay passes the user's flags to `checkpoint` by name: each must be accepted there
+            unknown = [flag for flag in flags if flag not in _GENERATOR_FLAGS and flag not in parameters]
+            if unknown:
+                raise UnsupportedTorch(
+                    f"torch.utils.checkpoint.{generator_name} takes {', '.join(unknown)}, "
+                    f"which torch.utils.checkpoint.checkpoint does not"
+                )
+    return Layout(function, generator_name, generator, flags, apply, raw, binds_class, use_reentrant_at)
+
+
+def _resolve_generator() -> tuple[str, Callable[..., Any], tuple[str, ...]]:
+    """torch 2.14 moved the body to `..._impl(fn, args, kwargs, *, flags)` and left the old name as
+    a shim; where `_impl` exists it is the one every caller reaches."""
+    for name in _GENERATOR_NAMES:
+        if not hasattr(torch_checkpoint, name):
+            continue
+        generator = _own(getattr(torch_checkpoint, name))
+        where = f"torch.utils.checkpoint.{name}"
+        if not inspect.isgeneratorfunction(generator):
+            raise UnsupportedTorch(f"{where} is {_kind(generator)}, not a generator function")
+        parameters = _parameters(generator, where)
+        missing = [p for p in ("fn", "args", "kwargs", *_GENERATOR_FLAGS) if p not in parameters]
+        if missing:
+            raise UnsupportedTorch(f"{where} has no parameter {', '.join(missing)}")
+        return name, generator, tuple(p for p in parameters if p not in ("fn", "args", "kwargs"))
+    raise UnsupportedTorch(f"torch.utils.checkpoint has neither {' nor '.join(_GENERATOR_NAMES)}")
+
+
+def _resolve_apply(function: type[Any]) -> tuple[Callable[..., Any], bool, Any]:
+    """torch's own `CheckpointFunction.apply`, normalised to be called as apply(cls, *args)."""
+    raw = _own(inspect.getattr_static(function, "apply", None))
+    if isinstance(raw, classmethod):  # up to 2.13: torch.autograd.Function.apply, in Python
+        return raw.__func__, True, raw
+    if isinstance(raw, types.ClassMethodDescriptorType):  # from 2.14: torch._C._FunctionBase.apply, in C
+        descriptor = raw
+
+        def bound(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
+            return descriptor.__get__(None, cls)(*args, **kwargs)
+
+        return bound, True, raw
+    target = raw.__func__ if isinstance(raw, staticmethod) else raw
+    if isinstance(raw, (staticmethod, types.FunctionType)) and callable(target):  # called on the class: no cls
+
+        def unbound(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
+            return target(*args, **kwargs)
+
+        return unbound, False, raw
+    raise UnsupportedTorch(f"torch.utils.checkpoint.CheckpointFunction.apply is {_kind(raw)}")
+
+
+def _parameters(entry: Any, where: str) -> dict[str, inspect.Parameter]:
+    if not callable(entry):
+        raise UnsupportedTorch(f"{where} is {_kind(entry)}")
+    try:
+        return dict(inspect.signature(entry).parameters)
+    except (TypeError, ValueError):
+        raise UnsupportedTorch(f"{where} has no readable signature") from None
+
+
+def _position(parameters: dict[str, inspect.Parameter], name: str) -> int | None:
+    if parameters[name].kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+        return None
+    return list(parameters).index(name)
+
+
+def _own(value: Any) -> Any:
+    """torch's own object behind a patch of ours (a nested audit), else the value itself."""
+    inner = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
+    if isinstance(inner, types.FunctionType):
+        return inner.__dict__.get(_ORIGINAL, value)
+    return value
+
+
+def _kind(value: Any) -> str:
+    """What was found instead, in a few words for a one-line message."""
+    return "missing" if value is None else f"an object of type {type(value).__qualname__!r}"
+
+
+def _marked(patch: Callable[..., Any], original: Any) -> Callable[..., Any]:
+    setattr(patch, _ORIGINAL, original)
+    return patch
 
 
 class Interceptor:
@@ -194,43 +310,48 @@ class Interceptor:
     def install(self) -> None:
         if self.installed:
             return
-        generator = getattr(torch_checkpoint, "_checkpoint_without_reentrant_generator", None)
-        function = getattr(torch_checkpoint, "CheckpointFunction", None)
-        if generator is None or function is None or not set(_GENERATOR_PARAMETERS) <= set(inspect.signature(generator).parameters):
-            raise UnsupportedTorch(
-                f"ckptlint's runtime companion needs torch.utils.checkpoint._checkpoint_without_reentrant_generator "
-                f"and CheckpointFunction (torch 2.1 to 2.13); torch {torch.__version__} does not have them"
-            )
-        ORIGINALS.setdefault("generator", generator)
-        ORIGINALS.setdefault("apply", inspect.getattr_static(function, "apply").__func__)
-        ORIGINALS.setdefault("checkpoint", torch_checkpoint.checkpoint)
-        ORIGINALS.setdefault("checkpoint_sequential", torch_checkpoint.checkpoint_sequential)
-        signature = inspect.signature(ORIGINALS["generator"])
+        layout = resolve_layout()
+        ORIGINALS.update(
+            generator=layout.generator,
+            apply=layout.apply,
+            checkpoint=_own(torch_checkpoint.checkpoint),
+            checkpoint_sequential=_own(torch_checkpoint.checkpoint_sequential),
+        )
+        signature = inspect.signature(layout.generator)
+        function, original_apply = layout.function, layout.apply
         interceptor = self
 
         def _checkpoint_without_reentrant_generator(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-            witness = interceptor._non_reentrant(signature, args, kwargs) if not probing() else None
+            witness = interceptor._non_reentrant(signature, layout.flags, args, kwargs) if not probing() else None
             if witness is None:
-                return (yield from ORIGINALS["generator"](*args, **kwargs))
+                return (yield from layout.generator(*args, **kwargs))
             bound = signature.bind(*args, **kwargs)
             bound.arguments["fn"] = witness.comparing_function(bound.arguments["fn"])  # only the recompute calls it
-            return (yield from _recording_forward(ORIGINALS["generator"](*bound.args, **bound.kwargs), witness))
+            return (yield from _recording_forward(layout.generator(*bound.args, **bound.kwargs), witness))
 
         def apply(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
             if not probing() and cls is function and len(args) >= 2:
                 witness = interceptor._reentrant(args)
                 if witness is not None:
                     args = (witness.forward_then_recompute(args[0]), *args[1:])
-            return ORIGINALS["apply"](cls, *args, **kwargs)
+            return original_apply(cls, *args, **kwargs)
 
-        self._patch(torch_checkpoint, "_checkpoint_without_reentrant_generator", _checkpoint_without_reentrant_generator)
-        self._patch(function, "apply", classmethod(apply))
-        self._patch(torch_checkpoint, "checkpoint", _remember_use_reentrant(ORIGINALS["checkpoint"], None))
-        self._patch(torch_checkpoint, "checkpoint_sequential", _remember_use_reentrant(ORIGINALS["checkpoint_sequential"], 3))
-        self._patch_distributed(_checkpoint_without_reentrant_generator)
+        def static_apply(*args: Any, **kwargs: Any) -> Any:
+            return apply(function, *args, **kwargs)
+
+        generator = _marked(_checkpoint_without_reentrant_generator, layout.generator)
+        self._patch(torch_checkpoint, layout.generator_name, generator)
+        if layout.apply_binds_class:
+            self._patch(function, "apply", classmethod(_marked(apply, layout.apply_raw)))
+        else:
+            self._patch(function, "apply", staticmethod(_marked(static_apply, layout.apply_raw)))
+        for name, position in layout.use_reentrant_at.items():
+            original = _own(getattr(torch_checkpoint, name))
+            self._patch(torch_checkpoint, name, _marked(_remember_use_reentrant(original, position), original))
+        self._patch_distributed(layout.generator, generator)
         self.installed = True
 
-    def _patch_distributed(self, generator: Callable[..., Any]) -> None:
+    def _patch_distributed(self, original: Callable[..., Any], generator: Callable[..., Any]) -> None:
         if not torch.distributed.is_available():
             return
         try:
@@ -238,7 +359,10 @@ class Interceptor:
             from torch.distributed.algorithms._checkpoint import checkpoint_wrapper
         except ImportError:
             return
-        self._patch(checkpoint_activation, "_checkpoint_without_reentrant_generator", generator)
+        # composable checkpoint binds the generator by name at import (whichever name this torch uses)
+        for name, value in list(vars(checkpoint_activation).items()):
+            if _own(value) is original:
+                self._patch(checkpoint_activation, name, generator)
         original_init = checkpoint_wrapper.CheckpointWrapper.__init__
 
         @functools.wraps(original_init)
@@ -265,7 +389,9 @@ class Interceptor:
 
     # -- interception ---------------------------------------------------------
 
-    def _non_reentrant(self, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Witness | None:
+    def _non_reentrant(
+        self, signature: inspect.Signature, flag_names: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Witness | None:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError:
@@ -273,9 +399,9 @@ class Interceptor:
         bound.apply_defaults()
         arguments = bound.arguments
         fn = arguments["fn"]
-        region_args = tuple(arguments.get("args", ()))
-        region_kwargs = dict(arguments.get("kwargs", {}))
-        flags = {name: arguments[name] for name in _GENERATOR_PARAMETERS[1:]}
+        region_args = tuple(arguments["args"] or ())
+        region_kwargs = dict(arguments["kwargs"] or {})
+        flags = {name: arguments[name] for name in flag_names}
         flags["use_reentrant"] = False
         composable = _composable_module(fn)
         return self._intercepted("composable" if composable is not None else "non-reentrant", fn, region_args, region_kwargs, flags, composable)
