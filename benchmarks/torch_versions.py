@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-TESTS = ("tests/test_runtime.py", "tests/test_runtime_confirm.py")
+TESTS = ("tests/test_runtime.py", "tests/test_runtime_confirm.py", "tests/test_runtime_witness.py")
 OUTCOMES = ("passed", "failed", "errors", "skipped")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 
