@@ -21,6 +21,8 @@ class Record:
     constructed_at: dict[str, Any] | None = None
     test: str | None = None  # the pytest node id that made the call, under the pytest plugin
     executed: set[tuple[str, int, int]] = field(default_factory=set, repr=False)  # code replay A ran
+    aspects: list[str] = field(default_factory=list)  # what differs: values, gradients, rng-stream, state, side-effects, error
+    summary: str = ""  # one sentence: what differs and what is equal
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -31,6 +33,8 @@ class Record:
             "device": self.device,
             "verdict": self.verdict,
             "reasons": self.reasons,
+            "aspects": self.aspects,
+            "summary": self.summary,
         }
         if self.constructed_at is not None:
             data["constructed_at"] = self.constructed_at
@@ -51,6 +55,8 @@ class Record:
             f"{display_path(site['path'])}:{site['line']}:{site['column']}: {self.verdict} "
             f"[{self.api}, {mode}, {self.device}] region {region['name']}{where}"
         ]
+        if self.summary and self.verdict != "equivalent":
+            lines.append(f"    {self.summary}")
         for reason in self.reasons:
             text = f"{reason['category']} {reason['name']}"
             if reason.get("max_abs") is not None:
