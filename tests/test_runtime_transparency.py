@@ -71,6 +71,17 @@ def test_equivalent_records_say_everything_agrees() -> None:
     assert record.summary == "outputs, gradients, RNG streams, state and side effects are equal"
 
 
+def test_a_private_torch_generator_is_a_stream_checkpoint_does_not_preserve() -> None:
+    """Joined as rng-python (CKP201's "generator" case), not as torch's preserved streams."""
+    _, report = harness.transparency(shapes.generator_on_module("torch"), "non-reentrant")
+    finding = {"path": "model.py", "line": 1, "code": "CKP201", "message": ""}
+    [record] = report.records
+    region = record.region
+    finding.update(path=region["path"], line=region["first_line"])
+    joined, _ = join(report.records, [finding], "/")
+    assert joined[0]["status"] == CONFIRMED, record.describe()
+
+
 def _line(marker: str) -> int:
     text = (FIXTURES / "runtime" / "shapes.py").read_text().splitlines()
     return next(number for number, line in enumerate(text, 1) if marker in line)
