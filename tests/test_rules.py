@@ -83,7 +83,10 @@ def test_region_rule_words_every_example_finding(rule) -> None:
 
 def test_runtime_confirmations_name_observable_divergences() -> None:
     """Rule.confirmed_by names only categories the runtime companion reports."""
-    observable = {"output", "input-grad", "parameter-grad", "buffer", "rng-python", "rng-torch", "container", "global", "attribute", "error", "recompute"}
+    observable = {
+        "output", "input-grad", "parameter-grad", "buffer", "rng-python", "rng-torch", "container", "global", "attribute",
+        "closure", "error", "recompute",
+    }  # fmt: skip
     for rule in ALL_RULES:
         assert rule.confirmed_by <= observable, rule.code
 

@@ -54,7 +54,7 @@ class ModuleStateMutation(RegionRule):
         Return the value from the region and collect it outside (`out, aux = checkpoint(...)`),
         or do the bookkeeping outside the checkpointed call.
     """
-    confirmed_by = frozenset({"global", "container"})
+    confirmed_by = frozenset({"global", "container", "closure"})  # closure: a rebound `nonlocal` cell
     kinds = frozenset({GLOBAL_STATE})
     messages = {
         "mutation": "{action} {subject}, module-level state that outlives the region: the replay does it again",

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from ckptlint.runtime.aspects import aspect_of
+
 # (rtol, atol) by dtype, as torch.testing.assert_close uses them
 TOLERANCES = {
     torch.float16: (1e-3, 1e-5),
@@ -28,14 +30,15 @@ TOLERANCES = {
 class Reason:
     """One thing that came out differently with checkpointing than without."""
 
-    category: str  # output, input-grad, parameter-grad, buffer, rng, container, global, attribute, error
+    category: str  # output, input-grad, parameter-grad, buffer, rng, container, global, attribute, closure, error
     name: str
     max_abs: float | None = None
     max_rel: float | None = None
     detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields, and the aspect (values, gradients, rng-stream, state, side-effects, error)."""
+        return {**asdict(self), "aspect": aspect_of(self.category)}
 
     def describe(self) -> str:
         text = f"{self.category} {self.name}"

@@ -24,12 +24,15 @@ _GRADIENTS = {"output", "input-grad", "parameter-grad"}
 
 
 def _categories(record: Record) -> set[str]:
-    """Reason categories, with RNG streams told apart (Python/NumPy vs torch)."""
+    """Reason categories, with RNG streams told apart: rng-torch for torch's global generators
+    (those checkpoint preserves), rng-python for every stream it does not (Python, NumPy,
+    generator objects, a private `torch.Generator` included: "region.gen (torch Generator)")."""
     found = set()
     for reason in record.reasons:
         category = reason["category"]
         if category == "rng":
-            category = "rng-torch" if reason["name"].startswith("torch") else "rng-python"
+            name = reason["name"]
+            category = "rng-torch" if name.startswith("torch ") and name.endswith(" generator") else "rng-python"
         found.add(category)
     return found
 

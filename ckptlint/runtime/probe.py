@@ -5,15 +5,25 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+from ckptlint.runtime.aspects import aspects, summary
+from ckptlint.runtime.compare import Reason
+from ckptlint.runtime.differences import differences
 from ckptlint.runtime.intercept import InterceptedCall
 from ckptlint.runtime.reach import reachable
-from ckptlint.runtime.replay import differences, run_replay
+from ckptlint.runtime.replay import run_replay
 from ckptlint.runtime.report import Record
 from ckptlint.runtime.snapshot import Snapshot
 
 
 def probe(call: InterceptedCall) -> Record:
     """Never raises: an internal error becomes an `error` record, and state is restored."""
+    record = _probe(call)
+    record.aspects = aspects(record.reasons)
+    record.summary = summary(record.verdict, record.reasons)
+    return record
+
+
+def _probe(call: InterceptedCall) -> Record:
     record = Record(
         site=call.site.to_dict(),
         region=call.region,
@@ -28,7 +38,7 @@ def probe(call: InterceptedCall) -> Record:
         snapshot = Snapshot(reach)
     except Exception:  # noqa: BLE001 - a probe must never break the user's run
         record.verdict = "error"
-        record.reasons = [{"category": "error", "name": "ckptlint", "detail": "could not snapshot the region's state: " + traceback.format_exc(limit=1)}]
+        record.reasons = [Reason("error", "ckptlint", detail="could not snapshot the region's state: " + traceback.format_exc(limit=1)).to_dict()]
         return record
     try:
         plain = run_replay(call.run_plain, call.args, call.kwargs, reach, snapshot, True, call.replaying)
@@ -39,7 +49,7 @@ def probe(call: InterceptedCall) -> Record:
     record.executed = plain.executed
     if plain.error:
         record.verdict = "error"
-        record.reasons = [{"category": "error", "name": "replay without checkpointing", "detail": plain.error}]
+        record.reasons = [Reason("error", "replay without checkpointing", detail=plain.error).to_dict()]
         return record
     reasons = differences(plain, checkpointed, snapshot, reach)
     record.reasons = [reason.to_dict() for reason in reasons]

@@ -1,11 +1,18 @@
-"""What a region can touch: modules, tensors, containers, objects and globals reachable from it.
+"""What a region can touch: modules, tensors, containers, objects, closure cells, generator
+objects and globals reachable from it.
 
 Starting from the checkpointed callable and its arguments, follow partials, bound methods,
 closure cells, the globals its code names (recursively into nested code and into the
 project functions and module classes it reaches), `nn.Module` trees and the Python
 containers and objects hanging off them. Library code (torch, the standard library,
-site-packages) is not followed: the region cannot change its state through it in a way
-a replay would notice, and following it would snapshot half the interpreter.
+site-packages) is not followed into its globals: the region cannot change their state in a
+way a replay would notice, and following them would snapshot half the interpreter. What a
+library closure captured is the caller's data, though (`checkpoint_sequential` checkpoints
+a torch closure over the user's layers), so closure cells and defaults are followed for
+every function. Closure cells are recorded themselves, not only what they hold: a
+`nonlocal` counter rebinds the cell, and the snapshot must put the old value back.
+Generator objects (NumPy, `random.Random`, `torch.Generator`) are recorded as streams,
+whose state only their own API can read.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import torch
+
+from ckptlint.runtime.streams import generator_kind
 
 _LIBRARY_DIRS = tuple(
     {os.path.dirname(torch.__file__), sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]}
@@ -39,6 +48,8 @@ class Reachable:
     containers: dict[int, tuple[str, Any]] = field(default_factory=dict)
     objects: dict[int, tuple[str, Any]] = field(default_factory=dict)  # plain objects whose __dict__ can change
     globals: dict[tuple[int, str], tuple[dict[str, Any], str]] = field(default_factory=dict)  # (id(globals), name)
+    cells: dict[int, tuple[str, types.CellType]] = field(default_factory=dict)  # closure cells, by the variable's name
+    generators: dict[int, tuple[str, Any]] = field(default_factory=dict)  # RNG objects: NumPy, random.Random, torch
 
     def parameters(self) -> list[tuple[str, torch.Tensor]]:
         return [(name, t) for name, t in self.tensors.values() if t.is_leaf and t.requires_grad]
@@ -51,10 +62,10 @@ def reachable(fn: Any, args: Iterable[Any], kwargs: dict[str, Any]) -> Reachable
     walker.visit(fn, "region")
     for index, value in enumerate(args):
         if not isinstance(value, torch.Tensor):
-            walker.visit(value, f"arg{index}")
+            walker.visit(value, f"args[{index}]")
     for key, value in kwargs.items():
         if not isinstance(value, torch.Tensor):
-            walker.visit(value, key)
+            walker.visit(value, f"kwargs[{key!r}]")
     walker.run()
     return found
 
@@ -83,6 +94,9 @@ class _Walker:
             return
         if isinstance(value, torch.nn.Module):
             self._module(value, name)
+            return
+        if generator_kind(value) is not None:
+            found.generators.setdefault(id(value), (name, value))
             return
         if isinstance(value, functools.partial):
             self.visit(value.func, name)
@@ -141,23 +155,32 @@ class _Walker:
 
     def _function(self, function: types.FunctionType, name: str) -> None:
         code = function.__code__
-        if is_library_file(code.co_filename):
-            return
         for cell, free in zip(function.__closure__ or (), code.co_freevars):
+            if free == "__class__":  # zero-argument super(); the compiler's, never rebound
+                continue
+            cell_name = self.found.cells[id(cell)][0] if id(cell) in self.found.cells else self._cell_name(free, function)
+            self.found.cells[id(cell)] = (cell_name, cell)
             try:
-                self.visit(cell.cell_contents, free)
+                self.visit(cell.cell_contents, cell_name)
             except ValueError:  # an empty cell
                 continue
         for default in (function.__defaults__ or ()):
             self.visit(default, f"{name} default")
         for key, default in (function.__kwdefaults__ or {}).items():
             self.visit(default, f"{name} default {key}")
+        if is_library_file(code.co_filename):
+            return
         namespace = function.__globals__
         for global_name in _names(code):
             if global_name in namespace:
                 value = namespace[global_name]
                 self.found.globals.setdefault((id(namespace), global_name), (namespace, global_name))
                 self.visit(value, global_name)
+
+    def _cell_name(self, free: str, function: types.FunctionType) -> str:
+        """The variable's name (`counter`), qualified by its function when two cells share it."""
+        taken = {name for name, _ in self.found.cells.values()}
+        return free if free not in taken else f"{function.__qualname__}.{free}"
 
 
 def _names(code: types.CodeType) -> set[str]:

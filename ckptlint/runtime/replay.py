@@ -1,11 +1,19 @@
 """Run a region once without and once with checkpointing, from the same state, and record both.
 
-Each replay runs on detached clones of the inputs (keeping `requires_grad`), pulls a
-fixed cotangent through `backward()` (drawn from a private generator, never the global
+Each replay runs on detached clones of the tensor inputs (keeping `requires_grad`), pulls
+a fixed cotangent through `backward()` (drawn from a private generator, never the global
 RNG; reentrant checkpoint rejects `autograd.grad`), and records outputs, input and
 parameter gradients, and the state the region left behind. Tensors the region appended
 to containers it can reach count as outputs: a MoE auxiliary loss collected in a list
 only gets its gradient through that list.
+
+A list or dict passed as an argument is handed to the replay as itself, as checkpoint
+hands it to the region, so that what the region does to it is seen (and undone by the
+snapshot); only one that holds tensors requiring grad is copied, with those detached,
+lest the replay's backward run into the user's graph, and the copy is observed instead.
+The plain replay's graph is walked for leaves the reachability walk missed: backward
+would write their `.grad`, so the snapshot adopts them first. A region that closes over a
+non-leaf tensor backpropagates into the user's graph, which is then retained.
 """
 
 from __future__ import annotations
@@ -13,35 +21,21 @@ from __future__ import annotations
 import contextlib
 import sys
 import traceback
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Callable, Literal
 
 import torch
 
-from ckptlint.runtime.compare import Reason, compare_tensors, describe_signature_change, signature
+from ckptlint.runtime.outcome import ArgumentCopy, Outcome, elements, observe_state
 from ckptlint.runtime.reach import Reachable, is_library_file
-from ckptlint.runtime.snapshot import RngState, Snapshot, changed
+from ckptlint.runtime.snapshot import Snapshot
 
 COTANGENT_SEED = 20260101
+MAX_GRAPH_NODES = 100_000
 
 # the events and hook type of `sys.setprofile` (typeshed's `_typeshed.ProfileFunction`)
 _ProfileEvent = Literal["call", "return", "c_call", "c_return", "c_exception"]
 _ProfileFunction = Callable[[FrameType, _ProfileEvent, Any], object]
-
-
-@dataclass
-class Outcome:
-    outputs: list[torch.Tensor | None] = field(default_factory=list)
-    input_grads: list[torch.Tensor | None] = field(default_factory=list)
-    parameter_grads: dict[str, torch.Tensor | None] = field(default_factory=dict)
-    tensors: dict[str, torch.Tensor] = field(default_factory=dict)  # state tensors the replay changed
-    containers: dict[str, Any] = field(default_factory=dict)
-    attributes: dict[str, Any] = field(default_factory=dict)
-    globals: dict[str, Any] = field(default_factory=dict)
-    rng: RngState | None = None
-    error: str | None = None
-    executed: set[tuple[str, int, int]] = field(default_factory=set)  # code run: (file, first line, last line)
 
 
 def clone_inputs(value: Any) -> Any:
@@ -52,11 +46,28 @@ def clone_inputs(value: Any) -> Any:
         return copy
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
         return tuple(clone_inputs(v) for v in value)
-    if isinstance(value, list):
+    if type(value) is list and _holds_grad_tensor(value):
         return [clone_inputs(v) for v in value]
-    if isinstance(value, dict) and type(value) is dict:
+    if type(value) is dict and _holds_grad_tensor(value):
         return {k: clone_inputs(v) for k, v in value.items()}
-    return value
+    return value  # passed as itself: the snapshot restores it, the observation sees it
+
+
+def _holds_grad_tensor(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.requires_grad
+    if depth < 4 and isinstance(value, (list, tuple)):
+        return any(_holds_grad_tensor(v, depth + 1) for v in value)
+    if depth < 4 and isinstance(value, dict):
+        return any(_holds_grad_tensor(v, depth + 1) for v in value.values())
+    return False
+
+
+def _argument_copies(args: tuple[Any, ...], inputs: tuple[Any, ...], kwargs: dict[str, Any], keyword_inputs: dict[str, Any]) -> list[ArgumentCopy]:
+    """The container arguments the replay got a copy of, named as the region reaches them."""
+    pairs = [(f"args[{i}]", a, b) for i, (a, b) in enumerate(zip(args, inputs))]
+    pairs += [(f"kwargs[{key!r}]", kwargs[key], keyword_inputs[key]) for key in kwargs]
+    return [ArgumentCopy(name, copy, elements(copy)) for name, original, copy in pairs if isinstance(copy, (list, dict)) and copy is not original]
 
 
 def tensors_in(value: Any, found: list[torch.Tensor] | None = None, depth: int = 0) -> list[torch.Tensor]:
@@ -121,7 +132,9 @@ def _replay(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
     outcome = Outcome()
     inputs = clone_inputs(args)
     keyword_inputs = clone_inputs(kwargs)
-    before = {id(value): list(value) if not isinstance(value, dict) else list(value.values()) for _, value in reach.containers.values()}
+    copies = _argument_copies(args, inputs, kwargs, keyword_inputs)
+    before = {id(value): elements(value) for _, value in reach.containers.values()}
+    before.update({id(copy.value): copy.elements for copy in copies})
     snapshot.clear_grads()
     try:
         with torch.enable_grad():
@@ -133,10 +146,13 @@ def _replay(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
                 result = run(*inputs, **keyword_inputs)
             outputs = tensors_in(result)
             outcome.outputs = [t.detach().clone() for t in outputs]
-            outputs.extend(_appended_tensors(reach, before))
+            outputs.extend(_appended_tensors([value for _, value in reach.containers.values()] + [c.value for c in copies], before))
             differentiable = [t for t in outputs if t.requires_grad and (t.is_floating_point() or t.is_complex())]
+            if trace:  # the plain replay: its graph shows every leaf backward will reach
+                _adopt_unreached_leaves(differentiable, snapshot, tensors_in((inputs, keyword_inputs)))
             if differentiable:
-                torch.autograd.backward(differentiable, [_cotangent(t, i) for i, t in enumerate(differentiable)])
+                cotangents = [_cotangent(t, i) for i, t in enumerate(differentiable)]
+                torch.autograd.backward(differentiable, cotangents, retain_graph=_holds_user_graph(reach))
     except Exception as exc:  # the replay itself failing is a finding (CheckpointError and the like)
         outcome.error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     outcome.input_grads = [
@@ -145,82 +161,40 @@ def _replay(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
     outcome.parameter_grads = {
         name: (p.grad.detach().clone() if p.grad is not None else None) for name, p in reach.parameters()
     }
-    _observe_state(outcome, reach, snapshot)
+    observe_state(outcome, reach, snapshot, copies)
     return outcome
 
 
-def _appended_tensors(reach: Reachable, before: dict[int, list[Any]]) -> list[torch.Tensor]:
+def _holds_user_graph(reach: Reachable) -> bool:
+    """A region that closes over a tensor of the user's graph (not a leaf, requires grad)
+    backpropagates into that graph: keep it, or the user's own backward finds it freed.
+    The leaves it reaches are adopted by the snapshot like any others."""
+    return any(t.requires_grad and not t.is_leaf for _, t in reach.tensors.values())
+
+
+def _appended_tensors(containers: list[Any], before: dict[int, list[Any]]) -> list[torch.Tensor]:
     new: list[torch.Tensor] = []
-    for _, value in reach.containers.values():
-        elements = list(value.values()) if isinstance(value, dict) else list(value)
+    for value in containers:
         old = {id(e) for e in before.get(id(value), [])}
-        new.extend(t for e in elements if id(e) not in old for t in tensors_in(e))
+        new.extend(t for e in elements(value) if id(e) not in old for t in tensors_in(e))
     return new
 
 
-def _observe_state(outcome: Outcome, reach: Reachable, snapshot: Snapshot) -> None:
-    outcome.rng = RngState.capture()
-    for (name, tensor), (_, saved, version) in zip(reach.tensors.values(), snapshot.tensors):
-        if changed(tensor, saved, version):
-            outcome.tensors[name] = tensor.detach().clone()
-    for value, saved in snapshot.containers:
-        current = list(value.values()) if isinstance(value, dict) else list(value)
-        old = list(saved.values()) if isinstance(saved, dict) else list(saved)
-        if len(current) != len(old) or any(a is not b for a, b in zip(current, old)):
-            name = reach.containers[id(value)][0]
-            outcome.containers[name] = signature(value)
-    for value, saved_attributes, internals in snapshot.objects:
-        name = reach.objects[id(value)][0]
-        attributes = vars(value)
-        for key, registry in internals.items():  # buffers and parameters reassigned on modules
-            for item_name, item in attributes.get(key, {}).items():
-                if registry.get(item_name) is not item and isinstance(item, torch.Tensor):
-                    outcome.tensors[f"{name}.{item_name}"] = item.detach().clone()
-        for key, item in attributes.items():
-            if key in internals or saved_attributes.get(key, _MISSING) is item:
-                continue
-            outcome.attributes[f"{name}.{key}"] = item.detach().clone() if isinstance(item, torch.Tensor) else signature(item)
-    for namespace, global_name, present, value in snapshot.globals:
-        current = namespace.get(global_name, _MISSING)
-        if current is not value or (present is False and current is not _MISSING):
-            outcome.globals[global_name] = signature(current) if current is not _MISSING else "<deleted>"
-
-
-_MISSING = object()
-
-
-def differences(plain: Outcome, checkpointed: Outcome, snapshot: Snapshot, reach: Reachable) -> list[Reason]:
-    """Everything that came out differently with checkpointing."""
-    reasons: list[Reason] = []
-    if checkpointed.error and not plain.error:
-        reasons.append(Reason("error", "checkpointed replay", detail=checkpointed.error))
-    for index, (a, b) in enumerate(zip(plain.outputs, checkpointed.outputs)):
-        _add(reasons, compare_tensors("output", f"output[{index}]", a, b))
-    for index, (a, b) in enumerate(zip(plain.input_grads, checkpointed.input_grads)):
-        _add(reasons, compare_tensors("input-grad", f"input[{index}]", a, b))
-    for name in plain.parameter_grads:
-        _add(reasons, compare_tensors("parameter-grad", name, plain.parameter_grads[name], checkpointed.parameter_grads.get(name)))
-    originals = {name: saved for (name, _), (_, saved, _) in zip(reach.tensors.values(), snapshot.tensors)}
-    for name in sorted(set(plain.tensors) | set(checkpointed.tensors)):
-        before = originals.get(name)
-        _add(reasons, compare_tensors("buffer", name, plain.tensors.get(name, before), checkpointed.tensors.get(name, before)))
-    if plain.rng is not None and checkpointed.rng is not None:
-        for stream in plain.rng.differences(checkpointed.rng):
-            reasons.append(Reason("rng", stream, detail="the generator is at a different position after the step"))
-    for category, first, second in (
-        ("container", plain.containers, checkpointed.containers),
-        ("attribute", plain.attributes, checkpointed.attributes),
-        ("global", plain.globals, checkpointed.globals),
-    ):
-        for name in sorted(set(first) | set(second)):
-            a, b = first.get(name, "<unchanged>"), second.get(name, "<unchanged>")
-            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-                _add(reasons, compare_tensors(category, name, a, b))
-            elif isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor) or a != b:
-                reasons.append(Reason(category, name, detail=describe_signature_change(a, b)))
-    return reasons
-
-
-def _add(reasons: list[Reason], reason: Reason | None) -> None:
-    if reason is not None:
-        reasons.append(reason)
+def _adopt_unreached_leaves(outputs: list[torch.Tensor], snapshot: Snapshot, inputs: list[torch.Tensor]) -> None:
+    """Leaves in the plain replay's graph that the snapshot lacks (a parameter only a library
+    object holds, say): backward would accumulate into their `.grad` behind the user's back."""
+    known = {id(t) for _, t in snapshot.reach.tensors.values()} | {id(t) for t in inputs}
+    adopted = 0
+    seen: set[Any] = set()
+    pending = [t.grad_fn for t in outputs if t.grad_fn is not None]
+    while pending and len(seen) < MAX_GRAPH_NODES:
+        node = pending.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        leaf = getattr(node, "variable", None)  # AccumulateGrad
+        if isinstance(leaf, torch.Tensor) and id(leaf) not in known:
+            known.add(id(leaf))
+            adopted += 1
+            snapshot.adopt(f"unreached leaf #{adopted} {tuple(leaf.shape)}", leaf)
+        pending.extend(next_node for next_node, _ in node.next_functions if next_node is not None)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ckptlint.project import display_path
+from ckptlint.runtime.aspects import aspects, summary
 
 if TYPE_CHECKING:
     from ckptlint.runtime.witness import Witness
@@ -24,6 +25,8 @@ class Record:
     constructed_at: dict[str, Any] | None = None
     test: str | None = None  # the pytest node id that made the call, under the pytest plugin
     executed: set[tuple[str, int, int]] = field(default_factory=set, repr=False)  # code replay A ran
+    aspects: list[str] = field(default_factory=list)  # what differs: values, gradients, rng-stream, state, side-effects, error
+    summary: str = ""  # one sentence: what differs and what is equal
     witness: dict[str, Any] | None = None  # the real recompute against its forward (audit(witness=True))
 
     def watch(self, witness: Witness) -> Witness:
@@ -34,6 +37,8 @@ class Record:
             if watched.divergence is not None and not any(r["category"] == "recompute" for r in self.reasons):
                 self.reasons.append(watched.divergence.to_reason())
                 self.verdict = "diverges"
+                self.aspects = aspects(self.reasons)
+                self.summary = summary(self.verdict, self.reasons)
 
         witness.on_update = update
         update(witness)
@@ -48,6 +53,8 @@ class Record:
             "device": self.device,
             "verdict": self.verdict,
             "reasons": self.reasons,
+            "aspects": self.aspects,
+            "summary": self.summary,
         }
         if self.constructed_at is not None:
             data["constructed_at"] = self.constructed_at
@@ -70,6 +77,8 @@ class Record:
             f"{display_path(site['path'])}:{site['line']}:{site['column']}: {self.verdict} "
             f"[{self.api}, {mode}, {self.device}] region {region['name']}{where}"
         ]
+        if self.summary and self.verdict != "equivalent":
+            lines.append(f"    {self.summary}")
         for reason in self.reasons:
             text = f"{reason['category']} {reason['name']}"
             if reason.get("max_abs") is not None:

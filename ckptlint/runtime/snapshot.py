@@ -3,66 +3,22 @@
 Restoring is invisible to the user's run: tensors are copied back only when their
 version counter moved, and the counter is then set back, so autograd never sees an
 in-place modification that the user's own code did not make. `.grad` fields, RNG
-streams (torch CPU and every initialised CUDA device, Python `random`, NumPy),
-containers, object attributes (buffers reassigned on modules included) and globals
+streams (the global ones and every generator object the region can reach), containers,
+object attributes (buffers reassigned on modules included), closure cells and globals
 are restored as they were.
 """
 
 from __future__ import annotations
 
-import random
-import sys
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ckptlint.runtime.reach import Reachable
+from ckptlint.runtime.streams import RngState, get_state, set_state
 
 _SET_VERSION = torch._C._autograd._unsafe_set_version_counter
-
-
-@dataclass
-class RngState:
-    cpu: torch.Tensor
-    cuda: list[torch.Tensor] | None
-    python: tuple[Any, ...]
-    numpy: Any | None
-
-    @classmethod
-    def capture(cls) -> RngState:
-        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]  # torch leaves it unannotated
-        numpy = sys.modules.get("numpy")
-        return cls(torch.get_rng_state(), cuda, random.getstate(), numpy.random.get_state() if numpy else None)
-
-    def restore(self) -> None:
-        torch.set_rng_state(self.cpu)
-        if self.cuda is not None:
-            torch.cuda.set_rng_state_all(self.cuda)
-        random.setstate(self.python)
-        numpy = sys.modules.get("numpy")
-        if numpy is not None and self.numpy is not None:
-            numpy.random.set_state(self.numpy)
-
-    def differences(self, other: RngState) -> list[str]:
-        """Which streams are at a different position."""
-        changed = []
-        if not torch.equal(self.cpu, other.cpu):
-            changed.append("torch CPU generator")
-        for index, (mine, theirs) in enumerate(zip(self.cuda or [], other.cuda or [])):
-            if not torch.equal(mine, theirs):
-                changed.append(f"torch cuda:{index} generator")
-        if self.python != other.python:
-            changed.append("Python random")
-        if self.numpy is not None and other.numpy is not None and not _numpy_states_equal(self.numpy, other.numpy):
-            changed.append("NumPy global generator")
-        return changed
-
-
-def _numpy_states_equal(first: Any, second: Any) -> bool:
-    name1, keys1, position1, *rest1 = first
-    name2, keys2, position2, *rest2 = second
-    return name1 == name2 and position1 == position2 and (keys1 == keys2).all() and list(rest1) == list(rest2)
+MISSING: Any = object()  # an empty closure cell, an absent global or attribute
 
 
 def _container_copy(value: Any) -> Any:
@@ -95,6 +51,14 @@ def changed(tensor: torch.Tensor, saved: torch.Tensor, version: int) -> bool:
     return not torch.equal(tensor.detach(), saved)
 
 
+def cell_contents(cell: Any) -> Any:
+    """What a closure cell holds, or MISSING for an empty one."""
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return MISSING
+
+
 class Snapshot:
     """The state a region can reach, as it was when the snapshot was taken."""
 
@@ -114,9 +78,21 @@ class Snapshot:
         self.globals = [
             (namespace, name, name in namespace, namespace.get(name)) for namespace, name in reach.globals.values()
         ]
+        self.cells = [(cell, cell_contents(cell)) for _, cell in reach.cells.values()]
+        self.generators = [(generator, get_state(generator)) for _, generator in reach.generators.values()]
+
+    def adopt(self, name: str, tensor: torch.Tensor) -> None:
+        """Take in a leaf the walk did not find (a replay's backward would write its `.grad`);
+        its `.grad` is cleared for the replays like the others'."""
+        self.reach.tensors[id(tensor)] = (name, tensor)
+        self.tensors.append((tensor, tensor.detach().clone(), tensor._version))
+        self.grads.append((tensor, tensor.grad))
+        tensor.grad = None
 
     def restore(self) -> None:
         self.rng.restore()
+        for generator, state in self.generators:
+            set_state(generator, state)
         with torch.no_grad():
             for tensor, saved, version in self.tensors:
                 if changed(tensor, saved, version):
@@ -139,19 +115,23 @@ class Snapshot:
             for key in [k for k in attributes if k not in saved_attributes]:
                 del attributes[key]
             for key, item in saved_attributes.items():
-                if attributes.get(key, _MISSING) is not item:
+                if attributes.get(key, MISSING) is not item:
                     attributes[key] = item
         for namespace, name, present, value in self.globals:
             if present:
-                if namespace.get(name, _MISSING) is not value:
+                if namespace.get(name, MISSING) is not value:
                     namespace[name] = value
             else:
                 namespace.pop(name, None)
+        for cell, contents in self.cells:
+            if cell_contents(cell) is not contents:
+                if contents is MISSING:
+                    del cell.cell_contents
+                else:
+                    cell.cell_contents = contents
 
     def clear_grads(self) -> None:
         """Replays accumulate gradients from zero; the user's `.grad` is restored afterwards."""
         for tensor, _ in self.grads:
             tensor.grad = None
 
-
-_MISSING = object()

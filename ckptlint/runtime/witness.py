@@ -28,6 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from ckptlint.runtime.aspects import aspect_of
 from ckptlint.runtime.compare import compare_tensors
 
 _SKIPPED_DIRS = (
@@ -69,6 +70,7 @@ class Divergence:
             "max_rel": None,
             "detail": f"op {self.index}: {self.detail}",
             "stack": self.stack,
+            "aspect": aspect_of("recompute"),
         }
 
 

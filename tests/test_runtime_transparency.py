@@ -1,0 +1,112 @@
+"""The companion's two promises on the shapes that once broke them, in both modes: the
+user's step is bit-identical with and without it (parameters, buffers, `.grad`, loss, the
+torch/Python/NumPy streams, generators and side effects after the step), and its verdict
+says what checkpointing really changes (checked against the step run without
+checkpointing), naming the object."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from fixtures.runtime import harness, shapes
+from ckptlint.runtime.join import CONFIRMED, join
+
+CASES = [(name, mode) for name, (_, expected) in sorted(shapes.SHAPES.items()) for mode in harness.MODES if mode in expected]
+
+
+@pytest.mark.parametrize(("name", "mode"), CASES)
+def test_the_users_step_is_bit_identical_with_the_companion(name: str, mode: str) -> None:
+    step, _ = shapes.SHAPES[name]
+    changed, report = harness.transparency(step, mode)
+    assert report.records, "no checkpoint call was probed"
+    assert changed == [], f"the companion changed the user's step: {changed}\n{report.render()}"
+
+
+@pytest.mark.parametrize(("name", "mode"), CASES)
+def test_the_verdict_says_what_checkpointing_changes(name: str, mode: str) -> None:
+    step, expected = shapes.SHAPES[name]
+    expect = expected[mode]
+    _, report = harness.transparency(step, mode)
+    assert harness.ground_truth(step, mode) == expect.aspects, "the fixture's expectation is wrong"
+    verdicts = {record.verdict for record in report.records}
+    assert verdicts == {expect.verdict}, report.render()
+    assert harness.observed_aspects(report) == expect.aspects, report.render()
+    named = {(reason["category"], reason["name"]) for record in report.records for reason in record.reasons}
+    assert expect.reasons <= named, report.render()
+
+
+def test_a_stream_that_moved_without_changing_values_reads_as_such() -> None:
+    _, report = harness.transparency(shapes.python_random_scale, "non-reentrant")
+    [record] = report.records
+    assert record.verdict == "diverges" and record.aspects == ["rng-stream"]
+    assert [reason["aspect"] for reason in record.reasons] == ["rng-stream"]
+    assert record.summary == "RNG stream position (Python random) differs; outputs, gradients, state and side effects are equal"
+    assert record.summary in record.describe()
+    # the reentrant recompute rebuilds the graph with the redrawn scale: a gradient bug too
+    _, reentrant = harness.transparency(shapes.python_random_scale, "reentrant")
+    [record] = reentrant.records
+    assert record.aspects == ["gradients", "rng-stream"]
+    assert record.summary == "gradients and RNG stream position (Python random) differ; outputs, state and side effects are equal"
+
+
+def test_the_report_keeps_its_json_shape_and_adds_what_differs() -> None:
+    _, report = harness.transparency(shapes.list_argument, "non-reentrant")
+    [data] = json.loads(report.to_json())["records"]
+    assert {"site", "region", "api", "flags", "device", "verdict", "reasons"} <= set(data)
+    assert data["aspects"] == ["side-effects"] and "side effects differ" in data["summary"]
+    [reason] = data["reasons"]
+    assert set(reason) == {"category", "name", "max_abs", "max_rel", "detail", "aspect"}
+    assert (reason["category"], reason["name"], reason["aspect"]) == ("container", "args[1]", "side-effects")
+    assert reason["detail"] == "1 elements without checkpointing, 2 with"
+
+
+def test_equivalent_records_say_everything_agrees() -> None:
+    _, report = harness.transparency(shapes.sequential(True, "keyword"), "non-reentrant")
+    [record] = report.records
+    assert record.verdict == "equivalent" and record.aspects == []
+    assert record.summary == "outputs, gradients, RNG streams, state and side effects are equal"
+
+
+def test_a_private_torch_generator_is_a_stream_checkpoint_does_not_preserve() -> None:
+    """Joined as rng-python (CKP201's "generator" case), not as torch's preserved streams."""
+    _, report = harness.transparency(shapes.generator_on_module("torch"), "non-reentrant")
+    finding = {"path": "model.py", "line": 1, "code": "CKP201", "message": ""}
+    [record] = report.records
+    region = record.region
+    finding.update(path=region["path"], line=region["first_line"])
+    joined, _ = join(report.records, [finding], "/")
+    assert joined[0]["status"] == CONFIRMED, record.describe()
+
+
+def _line(marker: str) -> int:
+    text = (FIXTURES / "runtime" / "shapes.py").read_text().splitlines()
+    return next(number for number, line in enumerate(text, 1) if marker in line)
+
+
+@pytest.mark.parametrize("mode", harness.MODES)
+@pytest.mark.parametrize(
+    ("name", "code", "marker"),
+    [
+        ("nonlocal_counter", "CKP202", "# the line CKP202 flags"),
+        ("list_argument", "CKP203", "# the line CKP203 flags"),
+    ],
+)
+def test_side_effects_confirm_the_static_finding(name: str, code: str, marker: str, mode: str) -> None:
+    from ckptlint.runtime.confirm import static_findings
+
+    step, _ = shapes.SHAPES[name]
+    _, report = harness.transparency(step, mode)
+    path = FIXTURES / "runtime" / "shapes.py"
+    static = static_findings(None, [str(path)])
+    assert static is not None
+    findings, base = static
+    line = _line(marker)
+    wanted = [f for f in findings if f["code"] == code and Path(base, f["path"]).resolve() == path.resolve() and f["line"] == line]
+    assert wanted, f"the linter no longer flags {code} at shapes.py:{line}: {findings}"
+    joined, missed = join(report.records, wanted, base)
+    assert [item["status"] for item in joined] == [CONFIRMED]
+    assert missed == []
