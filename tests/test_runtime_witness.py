@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import inspect
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import torch
@@ -187,3 +188,39 @@ def test_the_witness_confirms_the_static_finding_the_replay_could_not(tmp_path: 
     assert "train.py:18:12: CKP206 not triggered as driven" in replay.stderr.decode(), replay.stderr.decode()
     witnessed = run_cli("confirm", "--witness", "--lint", str(script), str(script), cwd=tmp_path)
     assert "train.py:18:12: CKP206 confirmed" in witnessed.stderr.decode(), witnessed.stderr.decode()
+
+
+def _scaled(relu: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+    import random
+
+    lin = nn.Linear(4, 4)
+
+    def region(x: torch.Tensor) -> torch.Tensor:
+        h = lin(x) * random.random()  # a Python draw: redrawn by the recompute
+        return torch.relu(h) if relu else h
+
+    return region
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_non_reentrant_compares_what_backward_saves_reentrant_every_output(relu: bool) -> None:
+    """Non-reentrant keeps the forward's graph: a redrawn scale matters only where backward
+    saves what it made (relu's output). Reentrant builds backward from the recompute: it
+    always matters."""
+    reports = {}
+    for mode, reentrant in MODES.items():
+        with runtime.audit(witness=True) as report:
+            x = torch.randn(3, 4, requires_grad=True)
+            checkpoint(_scaled(relu), x, use_reentrant=reentrant).sum().backward()
+        [record] = report.records
+        reports[mode] = record
+    reentrant_reasons = {r["category"]: r for r in reports["reentrant"].reasons}
+    assert reentrant_reasons["recompute"]["name"] == "mul" and "input-grad" in reentrant_reasons
+    non_reentrant = reports["non-reentrant"]
+    assert not any(r["category"] in ("input-grad", "parameter-grad") for r in non_reentrant.reasons)
+    if relu:
+        [recompute] = [r for r in non_reentrant.reasons if r["category"] == "recompute"]
+        assert recompute["name"] == "relu" and "which backward saves" in recompute["detail"]
+        assert "the recompute's saved tensors differ" in non_reentrant.summary and "gradients" in non_reentrant.summary.split(";")[1]
+    else:
+        assert non_reentrant.witness is not None and non_reentrant.witness["status"] == "equivalent", non_reentrant.describe()

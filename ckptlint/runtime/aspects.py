@@ -23,10 +23,19 @@ ASPECT_OF = {
     "attribute": "side-effects",
     "global": "side-effects",
     "closure": "side-effects",
-    "recompute": "gradients",  # the witness: backward's recompute differs from the forward it replaces
+    # the witness: backward's recompute differs from the forward it replaces. Its own aspect, not
+    # "gradients": a saved tensor can differ where the gradient does not (relu's mask)
+    "recompute": "recompute",
 }
 ORDER = ("error", "values", "gradients", "rng-stream", "state", "side-effects")
-_WORDS = {"values": "outputs", "gradients": "gradients", "rng-stream": "RNG stream position", "state": "state", "side-effects": "side effects"}
+_WORDS = {
+    "values": "outputs",
+    "gradients": "gradients",
+    "rng-stream": "RNG stream position",
+    "state": "state",
+    "side-effects": "side effects",
+    "recompute": "the recompute's saved tensors",  # only with the witness, so never listed as equal
+}
 _EQUAL_WORDS = {**_WORDS, "rng-stream": "RNG streams"}
 
 

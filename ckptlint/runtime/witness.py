@@ -5,8 +5,11 @@ and backward (a step counter bumped after the loss, a pipeline schedule, a hook)
 invisible to it. The witness watches the user's own call instead: while the forward runs it
 logs every op's outputs (cloned: memory for sampled calls only) with the Python stack that
 ran it; when backward recomputes the region it checks each recomputed op against the log,
-in order, and reports the first op whose inputs led elsewhere (another op) or whose values
-differ (dtype-aware tolerances, exact for integer and boolean tensors).
+in order, and reports the first op that is another op (the region took another path) or
+whose output, where backward saves it, has other values (dtype-aware tolerances, exact for
+integer and boolean tensors). Only saved tensors are compared by value: they are what the
+recompute is for, and an output nothing saves (`x * random.random()` under non-reentrant
+checkpoint, whose gradient uses the forward's scalar) changes no gradient.
 
 It works below autograd (a `TorchDispatchMode`), so it sees the same ops in both
 checkpoint modes and on every device, and it only reads: outputs are returned untouched.
@@ -49,6 +52,7 @@ class LoggedOp:
     name: str
     outputs: list[torch.Tensor]
     stack: list[str]  # "path:line in function", innermost first
+    scalars: list[torch.Tensor] = field(default_factory=list)  # its one-element tensor inputs (Python numbers wrapped)
 
 
 @dataclass
@@ -83,6 +87,12 @@ class Witness:
     compared: int = 0  # ops compared in the last recompute
     divergence: Divergence | None = None
     on_update: Callable[[Witness], None] | None = field(default=None, repr=False)  # after each recompute, and at a divergence
+    # in the recompute: which op (index, output position) made each tensor, by storage and layout
+    _produced: dict[tuple[int, int, tuple[int, ...], tuple[int, ...]], tuple[int, int]] = field(default_factory=dict, repr=False)
+    _quiet: bool = field(default=False, repr=False)  # the witness's own comparison ops are not the region's
+    # reentrant checkpoint builds backward's whole graph from the recompute, so every output
+    # counts; non-reentrant keeps the forward's graph and only refills what it saved
+    every_output: bool = False
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[None]:
@@ -91,22 +101,26 @@ class Witness:
             yield
 
     def comparing_function(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """`fn` as the recompute should call it: each op checked against the forward's log."""
+        """`fn` as the recompute should call it: each op checked against the forward's log,
+        each tensor backward saves checked against the forward's value."""
 
         @functools.wraps(fn)
         def recompute(*args: Any, **kwargs: Any) -> Any:
             self.recomputes += 1
             self.compared = 0
+            self._produced.clear()
             try:
-                with _OpObserver(self._check):
+                with _saving(self._saved), _OpObserver(self._check):
                     return fn(*args, **kwargs)
             finally:
+                self._produced.clear()
                 self._updated()
 
         return recompute
 
     def forward_then_recompute(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """For reentrant checkpoint, which calls the same function in forward and in backward."""
+        self.every_output = True
         comparing = self.comparing_function(fn)
         calls = 0
 
@@ -130,11 +144,14 @@ class Witness:
 
     # -- the two phases ---------------------------------------------------------
 
-    def _log(self, name: str, outputs: list[torch.Tensor]) -> None:
+    def _log(self, name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
         kept = [] if name in _UNINITIALISED else [t.detach().clone() for t in outputs]
-        self.forward.append(LoggedOp(name, kept, _user_stack()))
+        scalars = [t.detach().clone() for t in inputs if t.numel() == 1]
+        self.forward.append(LoggedOp(name, kept, _user_stack(), scalars))
 
-    def _check(self, name: str, outputs: list[torch.Tensor]) -> None:
+    def _check(self, name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
+        if self._quiet:
+            return
         index = self.compared
         self.compared += 1
         if self.divergence is not None:
@@ -149,13 +166,44 @@ class Witness:
             detail = f"the recompute ran `{name}` where the forward ran `{logged.name}`: the region took another path"
             self._diverged(Divergence(index, logged.name, name, detail, logged.stack))
             return
-        for position, (before, after) in enumerate(zip(logged.outputs, outputs)):
-            reason = compare_tensors("recompute", logged.name, before, after.detach())
-            if reason is not None:
-                what = reason.detail or "values differ"
-                detail = f"`{logged.name}` output {position} differs between forward and recompute ({what})"
-                self._diverged(Divergence(index, logged.name, name, detail, logged.stack, reason.max_abs))
-                return
+        if self.every_output:
+            self._compare(index, list(enumerate(zip(logged.outputs, outputs))))
+            return
+        # a one-element input no earlier op made is a Python number (or a small constant): backward
+        # may save it (`x * scale`), and under reentrant checkpoint it is what the gradient uses
+        scalars = [t for t in inputs if t.numel() == 1]
+        for position, scalar in enumerate(scalars):
+            if position < len(logged.scalars):
+                self._produced.setdefault(_identity(scalar), (index, -1 - position))
+        for position, output in enumerate(outputs):
+            self._produced[_identity(output)] = (index, position)
+
+    def _saved(self, tensor: torch.Tensor) -> None:
+        """Backward saves `tensor` in the recompute: it must hold the forward's value."""
+        made_by = self._produced.get(_identity(tensor))
+        if made_by is None or self.divergence is not None:
+            return  # an input of the region or a parameter: the same object in both phases
+        index, position = made_by
+        logged = self.forward[index]
+        before = logged.outputs[position] if position >= 0 else logged.scalars[-1 - position]
+        self._compare(index, [(position, (before, tensor))])
+
+    def _compare(self, index: int, pairs: list[tuple[int, tuple[torch.Tensor, torch.Tensor]]]) -> None:
+        """Forward and recompute values of op `index` (position < 0: a scalar input)."""
+        logged = self.forward[index]
+        self._quiet = True
+        try:
+            for position, (before, after) in pairs:
+                reason = compare_tensors("recompute", logged.name, before, after.detach())
+                if reason is not None:
+                    what = reason.detail or "values differ"
+                    which = f"output {position}" if position >= 0 else f"scalar input {-1 - position}"
+                    saved = "" if self.every_output else ", which backward saves,"
+                    detail = f"`{logged.name}` {which}{saved} differs between forward and recompute ({what})"
+                    self._diverged(Divergence(index, logged.name, logged.name, detail, logged.stack, reason.max_abs))
+                    return
+        finally:
+            self._quiet = False
 
     def _diverged(self, divergence: Divergence) -> None:
         self.divergence = divergence
@@ -169,7 +217,7 @@ class Witness:
 class _OpObserver(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch leaves __init_subclass__ unannotated
     """Hands each op's tensor outputs to `observe`; changes nothing."""
 
-    def __init__(self, observe: Callable[[str, list[torch.Tensor]], None]):
+    def __init__(self, observe: Callable[[str, list[torch.Tensor], list[torch.Tensor]], None]):
         super().__init__()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         self.observe = observe
 
@@ -177,8 +225,32 @@ class _OpObserver(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch 
         result = func(*args, **(kwargs or {}))
         name = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
         if name not in _BOOKKEEPING:
-            self.observe(name, [value for value in tree_leaves(result) if isinstance(value, torch.Tensor)])
+            inputs = [value for value in tree_leaves((args, kwargs)) if isinstance(value, torch.Tensor)]
+            self.observe(name, inputs, [value for value in tree_leaves(result) if isinstance(value, torch.Tensor)])
         return result
+
+
+def _identity(tensor: torch.Tensor) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
+    """The same tensor whichever Python object holds it: storage, offset, shape and strides."""
+    return (tensor.untyped_storage().data_ptr(), int(tensor.storage_offset()), tuple(tensor.shape), tuple(tensor.stride()))
+
+
+@contextlib.contextmanager
+def _saving(observe: Callable[[torch.Tensor], None]) -> Iterator[None]:
+    """See each tensor autograd saves, then hand it to whatever hooks were already there
+    (non-reentrant checkpoint's recomputation hook), so checkpointing works as before."""
+    previous = torch._C._autograd._top_saved_tensors_default_hooks(False)
+    pack_below, unpack_below = previous if previous is not None else (None, None)
+
+    def pack(tensor: torch.Tensor) -> Any:
+        observe(tensor)
+        return pack_below(tensor) if pack_below is not None else tensor
+
+    def unpack(packed: Any) -> Any:
+        return unpack_below(packed) if unpack_below is not None else packed
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        yield
 
 
 def _user_stack() -> list[str]:
