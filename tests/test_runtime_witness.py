@@ -224,3 +224,40 @@ def test_non_reentrant_compares_what_backward_saves_reentrant_every_output(relu:
         assert "the recompute's saved tensors differ" in non_reentrant.summary and "gradients" in non_reentrant.summary.split(";")[1]
     else:
         assert non_reentrant.witness is not None and non_reentrant.witness["status"] == "equivalent", non_reentrant.describe()
+
+
+def _sequential() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Dropout(0.3), nn.Linear(4, 4))
+
+
+def _spelled(spelling: str, model: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    from torch.distributed._composable import checkpoint as composable
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+    from torch.utils.checkpoint import checkpoint_sequential
+
+    if spelling.startswith("sequential"):
+        return checkpoint_sequential(model, 2, x, use_reentrant=spelling.endswith("reentrant"))
+    if spelling == "composable":
+        composable(model[0])
+        composable(model[3])
+    else:
+        impl = CheckpointImpl.REENTRANT if spelling == "wrapper-reentrant" else CheckpointImpl.NO_REENTRANT
+        model[0] = checkpoint_wrapper(model[0], checkpoint_impl=impl)
+    return model(x)
+
+
+@pytest.mark.parametrize("spelling", ["sequential-reentrant", "sequential-non", "composable", "wrapper", "wrapper-reentrant"])
+def test_every_spelling_is_witnessed_and_left_bit_identical(spelling: str) -> None:
+    def run(model: nn.Sequential) -> list[torch.Tensor]:
+        torch.manual_seed(1)
+        x = torch.randn(3, 4, requires_grad=True)
+        _spelled(spelling, model, x).sum().backward()
+        assert x.grad is not None
+        return [x.grad, *(p.grad for p in model.parameters() if p.grad is not None), torch.randn(2)]
+
+    with runtime.audit(sample="all", witness=True) as report:
+        observed = run(_sequential())
+    expected = run(_sequential())
+    assert len(observed) == len(expected) and all(torch.equal(a, b) for a, b in zip(observed, expected))
+    assert report.records and all(r.witness is not None and r.witness["status"] == "equivalent" for r in report.records)
