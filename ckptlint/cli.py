@@ -33,6 +33,16 @@ class DefaultCommandGroup(click.Group):
             args = [self.default_command, *args]
         return super().parse_args(ctx, args)
 
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The group's help, then the default command's options: `ckptlint PATHS` is how most
+        people run it, so `ckptlint --help` should show what it takes."""
+        super().format_help(ctx, formatter)
+        command = self.commands[self.default_command]
+        check_ctx = click.Context(command, info_name=self.default_command, parent=ctx)
+        rows = [record for param in command.get_params(check_ctx) if (record := param.get_help_record(check_ctx)) is not None]
+        with formatter.section(f"Options of `ckptlint [{self.default_command}] PATHS...` (the default command)"):
+            formatter.write_dl(rows)
+
 
 @click.group(cls=DefaultCommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="ckptlint", message="%(prog)s %(version)s")

@@ -51,6 +51,15 @@ def test_missing_path_is_an_error_and_the_run_continues(tree: Path) -> None:
     assert _codes_by_file(completed) == {"good.py": {"CKP101"}}
 
 
+def test_only_a_missing_path_is_one_error_and_no_summary(tree: Path) -> None:
+    completed = run_cli("does_not_exist.py", cwd=tree)
+    assert completed.returncode == 2
+    assert completed.stdout == b""  # not "All checks passed (0 files)"
+    assert completed.stderr.decode().splitlines() == ["ckptlint: error: does_not_exist.py: no such file or directory"]
+    with_a_file = run_cli("good.py", "does_not_exist.py", cwd=tree)
+    assert with_a_file.returncode == 2 and with_a_file.stdout.decode().splitlines()[-1].startswith("Found 1 finding in 1 file")
+
+
 def test_directory_symlink_loop_is_reported_once_and_skipped(tree: Path) -> None:
     package = tree / "pkg"
     package.mkdir()

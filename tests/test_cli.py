@@ -212,3 +212,12 @@ def test_the_linter_never_imports_torch() -> None:
     completed = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, timeout=300)
     assert completed.stderr.decode().strip().splitlines()[-1] == "False"
     assert b"CKP204" in completed.stdout
+
+
+def test_top_level_help_lists_the_default_commands_options() -> None:
+    completed = run_cli("--help")
+    assert completed.returncode == 0
+    text = completed.stdout.decode()
+    assert "Commands:" in text and "Options of `ckptlint [check] PATHS...` (the default command):" in text
+    for option in ("--select", "--format", "--fix", "--exit-zero", "--cache-dir"):
+        assert option in text, option

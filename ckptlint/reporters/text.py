@@ -21,7 +21,7 @@ def render(result: LintResult, show_source: bool = False, statistics: bool = Fal
         counts = Counter(finding.code for finding in result.findings)
         for code in sorted(counts):
             lines.append(f"{counts[code]:<6} {code}")
-    if not quiet:
+    if not quiet and not (result.fatal and not result.files):  # nothing was read: the error says it all
         n = len(result.findings)
         if n:
             lines.append(f"Found {n} finding{'s' if n != 1 else ''} in {result.files} file{'s' if result.files != 1 else ''}.")
