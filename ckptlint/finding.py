@@ -10,6 +10,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 
+SITES_IN_MESSAGE = 3  # checkpoint calls a message names; JSON's `checkpoint_sites` lists all
+
+
 @dataclass(frozen=True, order=True)
 class Site:
     """A checkpoint call that reaches a finding, and the calls on the way."""
@@ -107,8 +110,11 @@ class Finding:
         # region hazards (CKP2xx) sit inside what a call replays; others are about the call
         where = "in region " if self.code.startswith("CKP2") else ""
         text = f"{self.summary} ({where}{first.describe()}"
-        for site in rest:
+        for site in rest[: SITES_IN_MESSAGE - 1]:
             text += "; also " + site.describe()
+        folded = len(rest) - (SITES_IN_MESSAGE - 1)
+        if folded > 0:  # a block reached from forty models would make a line of thousands of characters
+            text += f"; and {folded} more call site{'s' if folded != 1 else ''} (all of them in --format json)"
         return text + ")"
 
     @property

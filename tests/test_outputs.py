@@ -146,3 +146,15 @@ def test_json_carries_fix_edits_and_applicability(project: Path) -> None:
     [edit] = unsafe["edits"]
     assert edit["content"] == "checkpoint(block, x, use_reentrant=False)"
     assert (edit["line"], edit["column"], edit["end_line"], edit["end_column"]) == (10, 26, 10, 46)
+
+
+def test_a_hazard_reached_from_many_calls_names_three_and_counts_the_rest() -> None:
+    from ckptlint.finding import Finding, Site
+
+    sites = tuple(Site("model.py", line, 9) for line in range(10, 16))
+    finding = Finding("blocks.py", 3, 5, "CKP203", "`.append()` on `self.log`", 3, 20, sites=sites)
+    assert finding.message.endswith(
+        "(in region checkpointed at model.py:10; also checkpointed at model.py:11; also checkpointed at model.py:12; "
+        "and 3 more call sites (all of them in --format json))"
+    )
+    assert len(finding.to_dict()["checkpoint_sites"]) == 6
