@@ -300,6 +300,7 @@ def calls(request: LintRequest, output_format: str) -> None:
 @click.option("--lint", "lint_paths", multiple=True, type=click.Path(), help="Lint these paths and join the findings.")
 @click.option("-m", "module", metavar="MODULE", help="Run a module, as `python -m MODULE` would.")
 @click.option("--witness", is_flag=True, help="Also compare each sampled call's real recompute in backward with its forward.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 when calls diverge (the script's own failure still counts).")
 @click.argument("script_and_arguments", nargs=-1, type=click.UNPROCESSED)
 def confirm(
     sample: str,
@@ -308,6 +309,7 @@ def confirm(
     lint_paths: tuple[str, ...],
     module: str | None,
     witness: bool,
+    exit_zero: bool,
     script_and_arguments: tuple[str, ...],
 ) -> None:
     """Run SCRIPT [ARGS] (or -m MODULE [ARGS]), replaying each checkpoint call with and without
@@ -329,7 +331,7 @@ def confirm(
     from ckptlint.runtime.intercept import UnsupportedTorch
 
     try:
-        code = run_confirm(target, arguments, module is not None, sample, report_file, findings_file, lint_paths, witness)
+        code = run_confirm(target, arguments, module is not None, sample, report_file, findings_file, lint_paths, witness, exit_zero)
     except UnsupportedTorch as exc:
         _fail(str(exc))
     sys.exit(code)

@@ -174,3 +174,15 @@ def test_pytest_plugin_refuses_an_unknown_torch_in_one_line(pytester: pytest.Pyt
 def test_pytest_plugin_is_dormant_without_the_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_model="import sys\ndef test_no_torch():\n    assert 'ckptlint.runtime' not in sys.modules\n")
     pytester.runpytest_subprocess(*_plugin(), "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_confirm_exits_1_when_a_call_diverges_unless_exit_zero(tmp_path: Path) -> None:
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import random\nimport torch\nfrom torch.utils.checkpoint import checkpoint\n\n"
+        "def region(x):\n    return x * random.random()\n\n"
+        "x = torch.randn(3, requires_grad=True)\ncheckpoint(region, x, use_reentrant=True).sum().backward()\n"
+    )
+    diverging = run_cli("confirm", str(script), cwd=tmp_path)
+    assert diverging.returncode == 1 and b"diverges" in diverging.stderr, diverging.stderr.decode()
+    assert run_cli("confirm", "--exit-zero", str(script), cwd=tmp_path).returncode == 0

@@ -166,7 +166,8 @@ def test_confirm_witness_on_the_command_line(tmp_path: Path) -> None:
     assert plain.returncode == 0, plain.stderr.decode()
     assert [r["verdict"] for r in json.loads(report_file.read_text())["records"]] == ["equivalent"]
     witnessed = run_cli("confirm", "--witness", "--report", str(report_file), str(script), cwd=tmp_path)
-    assert witnessed.returncode == 0, witnessed.stderr.decode()
+    assert witnessed.returncode == 1, witnessed.stderr.decode()  # a call diverged
+    assert run_cli("confirm", "--witness", "--exit-zero", str(script), cwd=tmp_path).returncode == 0
     [record] = json.loads(report_file.read_text())["records"]
     assert record["verdict"] == "diverges" and record["witness"]["status"] == "diverges"
     assert record["witness"]["first_divergence"]["stack"][0] == f"{script}:16 in forward"

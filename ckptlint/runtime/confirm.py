@@ -14,6 +14,8 @@ from typing import Any, Sequence
 from ckptlint.runtime import Session
 from ckptlint.runtime.join import join, render
 
+DIVERGED = 1  # the exit code when the script succeeded and a call diverged (as a linter's findings)
+
 
 def static_findings(findings_file: str | None, lint_paths: Sequence[str]) -> tuple[list[dict[str, Any]], str] | None:
     """Findings to join, and the directory their relative paths start from."""
@@ -68,7 +70,10 @@ def confirm(
     findings_file: str | None = None,
     lint_paths: Sequence[str] = (),
     witness: bool = False,
+    exit_zero: bool = False,
 ) -> int:
+    """Run the script under the companion and report; the exit code is the script's when it
+    failed, else 1 when a call diverged or its replay raised (unless `exit_zero`), else 0."""
     session = Session(sample, witness=witness)
     session.start()
     try:
@@ -88,4 +93,6 @@ def confirm(
     print(text, file=sys.stderr)
     if report_file:
         Path(report_file).write_text(report.to_json(findings=joined, missed=missed), encoding="utf-8")
+    if exit_code == 0 and report.diverging() and not exit_zero:
+        return DIVERGED
     return exit_code
