@@ -3,9 +3,9 @@
 Registered through the `pytest11` entry point, so it loads in every pytest session: it
 imports torch (through ckptlint.runtime) only when the option is given. Verdicts are
 attached to each test's report (a "ckptlint" section and user_properties); with
-`strict`, a test that reaches a diverging call site fails. Write the option as
-`--ckptlint-confirm=report` or `=strict`, or after the test paths: a bare
-`--ckptlint-confirm tests/` would read `tests/` as its value.
+`strict` (`--ckptlint-confirm=strict` or `--ckptlint-strict`), a test that reaches a
+diverging call site fails. The options are flags, so `--ckptlint-confirm tests/` lints
+`tests/`.
 """
 
 from __future__ import annotations
@@ -23,14 +23,25 @@ if TYPE_CHECKING:  # the runtime (and torch) is imported only when the option is
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ckptlint", "checkpointing replay probe")
+    # flags, not an option with an optional value: `--ckptlint-confirm tests/` must not read
+    # `tests/` as the mode. `=strict` and `=report` are option names of their own (argparse
+    # matches a whole option string before splitting at "="), so that spelling keeps working.
     group.addoption(
         "--ckptlint-confirm",
-        nargs="?",
+        "--ckptlint-confirm=report",
+        action="store_const",
         const="report",
+        dest="ckptlint_confirm",
         default=None,
-        choices=("report", "strict"),
-        help="replay each checkpoint call with and without checkpointing and report divergences "
-        "(strict: fail tests that reach a diverging call)",
+        help="replay each checkpoint call with and without checkpointing and report divergences",
+    )
+    group.addoption(
+        "--ckptlint-confirm=strict",
+        "--ckptlint-strict",
+        action="store_const",
+        const="strict",
+        dest="ckptlint_confirm",
+        help="the same, and fail tests that reach a diverging call",
     )
     group.addoption("--ckptlint-sample", default="first", help="which calls of each site to probe: first, all or N")
 

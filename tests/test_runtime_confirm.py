@@ -159,6 +159,14 @@ def test_pytest_plugin_report_mode_passes_and_reports(pytester: pytest.Pytester)
     result.stdout.fnmatch_lines(["*test_model.py::test_diverging: *diverges*"])
 
 
+@pytest.mark.parametrize(("flags", "failed"), [(["--ckptlint-confirm"], 0), (["--ckptlint-strict"], 1), (["--ckptlint-confirm=strict"], 1)])
+def test_pytest_plugin_options_do_not_swallow_the_test_path(pytester: pytest.Pytester, flags: list[str], failed: int) -> None:
+    pytester.makepyfile(test_model=TEST_FILE)
+    pytester.makepyfile(test_other="def test_never_collected():\n    assert False\n")
+    result = pytester.runpytest_subprocess(*_plugin(), *flags, "test_model.py", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2 - failed, failed=failed)  # test_model.py only: the path is a path
+
+
 def test_pytest_plugin_refuses_an_unknown_torch_in_one_line(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(BREAK_TORCH)
     pytester.makepyfile(test_model=TEST_FILE)
