@@ -194,3 +194,13 @@ def test_confirm_exits_1_when_a_call_diverges_unless_exit_zero(tmp_path: Path) -
     diverging = run_cli("confirm", str(script), cwd=tmp_path)
     assert diverging.returncode == 1 and b"diverges" in diverging.stderr, diverging.stderr.decode()
     assert run_cli("confirm", "--exit-zero", str(script), cwd=tmp_path).returncode == 0
+
+
+def test_the_shipped_example_says_what_its_crash_demonstrates() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "tinygpt.train"], cwd=REPO / "examples", capture_output=True, timeout=300
+    )
+    assert completed.returncode == 1
+    message = completed.stderr.decode().strip().splitlines()[-1]
+    assert message.startswith("tinygpt.train: step 2 failed as ckptlint predicts (CKP202 at tinygpt/blocks.py:32)"), message
+    assert "Traceback" not in completed.stderr.decode()
