@@ -61,7 +61,7 @@ class Divergence:
 
     index: int
     forward_op: str
-    recompute_op: str | None  # None: the recompute ran more ops than the forward
+    recompute_op: str  # the op the recompute ran at that index
     detail: str
     stack: list[str]  # where the forward ran that op
     max_abs: float | None = None
