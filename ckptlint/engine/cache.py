@@ -1,7 +1,8 @@
 """The result cache's storage: a typed index of each file's raw findings, read and written as JSON.
 
-One JSON index per configuration under `.ckptlint_cache/<version>/` in the project root
-(or `--cache-dir`). Each file has a `CacheEntry`: its content digest and the run's names it
+One JSON index per configuration under `<cache directory>/<version>/`; the directory is
+chosen once for every front-end (frontend.py: `--cache-dir`, CKPTLINT_CACHE_DIR, else
+`.ckptlint_cache` in the project root). Each file has a `CacheEntry`: its content digest and the run's names it
 mentions; a named file that was only parsed also keeps its CKP000; a candidate's analysis
 also keeps its raw findings (including those it causes in other files through its regions),
 the names it adds for checkpoint APIs, its key, and the digest of every module its result

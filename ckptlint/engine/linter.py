@@ -1,7 +1,8 @@
 """The pipeline: discover -> prefilter -> analyse (in parallel, or from the cache) -> merge ->
 scope -> suppress -> select.
 
-`Linter` is what the CLI, the flake8 plugin and the language server use. It never
+`Linter` is what the CLI, the flake8 plugin, the language server and `confirm --lint` use,
+each built by `frontend.linter_for` (so they agree on configuration and cache). It never
 raises for bad input: unreadable paths become `problems`, unparsable files CKP000, and
 an internal error in one file is a problem naming the file while the others' findings
 are still reported.

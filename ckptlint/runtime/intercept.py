@@ -27,17 +27,13 @@ from typing import Any, Callable, Generator, Iterator
 import torch
 import torch.utils.checkpoint as torch_checkpoint
 
+from ckptlint.runtime.frames import is_user_code
 from ckptlint.runtime.witness import Witness
 
 _LOCAL = threading.local()
 _GENERATOR_FLAGS = ("preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop")
 _GENERATOR_NAMES = ("_checkpoint_without_reentrant_generator_impl", "_checkpoint_without_reentrant_generator")
 _ORIGINAL = "__ckptlint_original__"  # on each patch: what it replaced, so a nested install finds torch's own
-_SKIPPED_DIRS = (
-    os.path.dirname(torch.__file__) + os.sep,
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # ckptlint itself
-)
-_SKIPPED_FILES = frozenset({functools.__file__, contextlib.__file__})
 
 
 class UnsupportedTorch(RuntimeError):
@@ -77,10 +73,8 @@ class Site:
 def user_site(extra_skipped: tuple[str, ...] = ()) -> Site | None:
     """The first frame outside torch, functools, contextlib, ckptlint and configured wrappers."""
     frame: FrameType | None = sys._getframe(1)
-    skipped = _SKIPPED_DIRS + extra_skipped
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(skipped) and filename not in _SKIPPED_FILES and not filename.startswith("<frozen"):
+        if is_user_code(frame.f_code.co_filename, extra_skipped):
             return _site_of(frame)
         frame = frame.f_back
     return None

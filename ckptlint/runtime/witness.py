@@ -33,12 +33,8 @@ from torch.utils._pytree import tree_leaves
 
 from ckptlint.runtime.aspects import aspect_of
 from ckptlint.runtime.compare import compare_tensors
+from ckptlint.runtime.frames import is_user_code
 
-_SKIPPED_DIRS = (
-    os.path.dirname(torch.__file__) + os.sep,
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # ckptlint itself
-)
-_SKIPPED_FILES = frozenset({contextlib.__file__, functools.__file__})
 STACK_DEPTH = 6  # user frames kept per op
 # ops autograd's own bookkeeping runs (the recompute's saved-tensor hooks detach what they
 # save), not the region: the two phases differ in them by design
@@ -258,7 +254,7 @@ def _user_stack() -> list[str]:
     frame: FrameType | None = sys._getframe(2)
     while frame is not None and len(frames) < STACK_DEPTH:
         path = frame.f_code.co_filename
-        if not path.startswith(_SKIPPED_DIRS) and path not in _SKIPPED_FILES and not path.startswith("<"):
+        if is_user_code(path):
             frames.append(f"{os.path.abspath(path)}:{frame.f_lineno} in {frame.f_code.co_name}")
         frame = frame.f_back
     return frames
