@@ -229,9 +229,10 @@ def wanted(member: str, packages: tuple[str, ...]) -> PurePosixPath | None:
 def unpack(archive: Path, digest: str, root: Path, pin: Pin) -> None:
     """The package directories of `archive` under `root`, with a `pyproject.toml` that makes
     `root` the project root and configuration (the defaults) whatever lies above the cache.
-    Skipped when `root` already holds this archive."""
+    Skipped when `root` already holds these directories of this archive."""
     stamp = root / ".unpacked"
-    if stamp.is_file() and stamp.read_text() == digest:
+    unpacked = f"{digest} {' '.join(pin.packages)}"  # a pin that lints other directories unpacks again
+    if stamp.is_file() and stamp.read_text() == unpacked:
         return
     if root.exists():
         shutil.rmtree(root)
@@ -245,7 +246,7 @@ def unpack(archive: Path, digest: str, root: Path, pin: Pin) -> None:
         if missing:
             raise RuntimeError(f"the archive has no {', '.join(missing)} directory")
         (staging / "pyproject.toml").write_text("[tool.ckptlint]\n")
-        (staging / ".unpacked").write_text(digest)
+        (staging / ".unpacked").write_text(unpacked)
         staging.rename(root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -387,7 +388,8 @@ def check_one(pin: Pin, args: argparse.Namespace, commit: str) -> Outcome:
         if len(entries) > limit:
             outcome.notes.append(f"{sign} ... and {len(entries) - limit} more (--max-lines)")
     if args.update:
-        write_baseline(pin, Baseline(pin.name, pin.version, archive.name, digest, commit, result.files, result.entries, result.summaries))
+        made = Baseline(pin.name, pin.version, archive.name, digest, commit, result.files, result.entries, result.summaries)
+        write_baseline(pin, made)
     return outcome
 
 
@@ -466,6 +468,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.cache = args.cache.expanduser().resolve()
     args.ckptlint_src = args.ckptlint_src.expanduser().resolve()
+    if not (args.ckptlint_src / "ckptlint" / "__init__.py").is_file():
+        # else `python -m ckptlint` would quietly run whichever ckptlint is installed
+        parser.error(f"--ckptlint-src {args.ckptlint_src} holds no ckptlint package")
     known = {pin.name for pin in PINS}
     unknown = sorted(set(args.only or ()) - known)
     if unknown:
