@@ -20,7 +20,8 @@ from ckptlint.regions.library_calls import constructed_rng
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope, positional_parameters
-from ckptlint.regions.values import Type, Types
+from ckptlint.syntax import walk
+from ckptlint.regions.values import Type, Types, ordered
 from ckptlint.regions.values import (
     OUTER,
     ClassObjectType,
@@ -47,6 +48,7 @@ class TypeInference:
         self._binding_types: dict[int, Types] = {}
         self._growth: dict[int, dict[tuple[int, str], list[tuple[ast.Call, Scope]]]] = {}
         self._instance_attributes: dict[tuple[ClassType, str], Types] = {}
+        self._writes: dict[int, tuple[dict[str, list[ast.expr]], dict[str, list[tuple[str, ast.expr]]]]] = {}
         self.construction = ModuleConstruction(classes)
 
     # -- expressions ----------------------------------------------------------
@@ -379,9 +381,12 @@ class TypeInference:
         if binding.kind in (ASSIGN, OTHER):
             found = set(self.types(binding.value, module, scope, depth + 1)) if binding.kind == ASSIGN else set()
             grown = self._grown_elements(module, binding.scope, binding.name, depth)
-            if grown is not None:  # a list built up with append/extend/+=
+            if grown is not None:  # a list or module container built up with append/extend/+=/[k] =
+                kinds = {t.kind for t in found if isinstance(t, ContainerType)} or {torch_api.SEQUENCE}
                 found = {t for t in found if not isinstance(t, ContainerType)}
-                found.add(ContainerType(torch_api.SEQUENCE, grown))
+                found.update(ContainerType(kind, grown) for kind in kinds)
+            if binding.kind == ASSIGN and _is_bare_module(binding.value, module, scope):  # `m = nn.Module(); m.bn = ...`
+                found = {self._bare_module(module, binding.scope, binding.name, depth)}
             return frozenset(found)
         if binding.kind == LOOP:
             return self._loop_types(binding, module, scope, depth)
@@ -397,7 +402,7 @@ class TypeInference:
     def _grown_elements(self, module: ModuleSymbols, scope: Scope, name: str, depth: int) -> Types | None:
         """Element types of a list `name` that the scope builds: `[...]`, `.append(x)`, `+= [...]`."""
         bindings = scope.bindings.get(name, [])
-        if not any(b.kind == ASSIGN and isinstance(b.value, (ast.List, ast.Tuple, ast.ListComp)) for b in bindings):
+        if not any(b.kind == ASSIGN and _is_container_start(b.value) for b in bindings):
             return None
         elements: set[Type] = set()
         for b in bindings:
@@ -411,9 +416,36 @@ class TypeInference:
                 elements.update(self.types(call.args[0], module, call_scope, depth + 1))
             elif method == "insert" and len(call.args) > 1:
                 elements.update(self.types(call.args[1], module, call_scope, depth + 1))
-            elif method == "extend" and call.args:
+            elif method in ("extend", "update") and call.args:
                 elements.update(element_types(self.types(call.args[0], module, call_scope, depth + 1)))
+            elif method in ("add_module", "register_module") and len(call.args) > 1:
+                elements.update(self.types(call.args[1], module, call_scope, depth + 1))
+        for value in self._local_writes(scope)[0].get(name, ()):  # `blocks[key] = Block()`
+            elements.update(self.types(value, module, scope, depth + 1))
         return frozenset(elements)
+
+    def _bare_module(self, module: ModuleSymbols, scope: Scope, name: str, depth: int) -> ClassType:
+        """A bare `nn.Module()` with the attributes the scope sets on it, kept as its `arguments`."""
+        attributes: dict[str, set[Type]] = {}
+        for attribute, value in self._local_writes(scope)[1].get(name, ()):
+            attributes.setdefault(attribute, set()).update(self.types(value, module, scope, depth + 1))
+        return ClassType(torch_api.BARE_MODULE, arguments=tuple((a, tuple(ordered(t))) for a, t in sorted(attributes.items())))
+
+    def _local_writes(self, scope: Scope) -> tuple[dict[str, list[ast.expr]], dict[str, list[tuple[str, ast.expr]]]]:
+        """`name[k] = value` and `name.attr = value` statements of a scope, by name (memoised)."""
+        cached = self._writes.get(id(scope))
+        if cached is None:
+            items: dict[str, list[ast.expr]] = {}
+            attributes: dict[str, list[tuple[str, ast.expr]]] = {}
+            for node in walk(scope.node) if scope.kind != "module" else ():
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                            items.setdefault(target.value.id, []).append(node.value)
+                        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                            attributes.setdefault(target.value.id, []).append((target.attr, node.value))
+            cached = self._writes[id(scope)] = (items, attributes)
+        return cached
 
     def _growth_calls(self, module: ModuleSymbols) -> dict[tuple[int, str], list[tuple[ast.Call, Scope]]]:
         """`name.append(...)`-style calls of a module, by (scope owning the name, name)."""
@@ -422,7 +454,7 @@ class TypeInference:
             index = {}
             for call, scope in module.calls:
                 func = call.func
-                if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert") and isinstance(func.value, ast.Name):
+                if isinstance(func, ast.Attribute) and func.attr in _GROWTH_METHODS and isinstance(func.value, ast.Name):
                     owner: Scope | None = scope
                     while owner is not None and func.value.id not in owner.bindings:
                         owner = owner.parent
@@ -517,6 +549,8 @@ class TypeInference:
         """`attribute` of one instance: built from what its constructor call passed, when known."""
         info = self.classes.by_name(item.name)
         if info is None:
+            if item.name == torch_api.BARE_MODULE:
+                return frozenset(dict(item.arguments).get(attribute, ()))
             return EMPTY
         if not item.arguments:
             return self.attribute_types(info, attribute)
@@ -631,6 +665,29 @@ class TypeInference:
 
 
 MODULE_METHODS = torch_api.MODULE_RETURNING_METHODS | torch_api.CHILDREN_METHODS | torch_api.DESCENDANT_METHODS | {"values", "items", "get_submodule"}
+
+
+_GROWTH_METHODS = frozenset({"append", "extend", "insert", "update", "add_module", "register_module"})
+_CONTAINER_STARTS = frozenset({*torch_api.TORCH_CONTAINERS, "list", "dict", "OrderedDict"})
+
+
+def _is_container_start(value: ast.expr | None) -> bool:
+    """A literal or an (empty or filled) container constructor a scope then grows."""
+    if isinstance(value, (ast.List, ast.Tuple, ast.ListComp, ast.Dict, ast.DictComp)):
+        return True
+    if isinstance(value, ast.Call):
+        func = value.func
+        return (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "") in _CONTAINER_STARTS
+    return False
+
+
+def _is_bare_module(value: ast.expr | None, module: ModuleSymbols, scope: Scope) -> bool:
+    if not (isinstance(value, ast.Call) and not value.args and not value.keywords):
+        return False
+    func = value.func
+    if (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "") != "Module":
+        return False
+    return torch_api.torch_class(module.qualified_name(func, scope) or "") == "Module"
 
 
 def pattern_matches(attribute: str, pattern: tuple[str, str]) -> bool:

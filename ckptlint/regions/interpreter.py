@@ -448,10 +448,10 @@ class FunctionInterpreter:
         owner: tuple[str, str] | None = None
         for item in ordered(base.types):
             if isinstance(item, ClassType):
+                types.update(self.inference.instance_attribute_types(item, attribute))
                 info = self.analysis.classes.by_name(item.name)
                 if info is None:
                     continue
-                types.update(self.inference.instance_attribute_types(item, attribute))
                 owner = (info.qualified_name, attribute)
                 reason = self.analysis.mutability.mutable_attributes(info).get(attribute)
                 if reason is not None:

@@ -73,6 +73,7 @@ TORCH_CONTAINERS = {
 # without its own forward runs every registered module).
 TORCH_CONTAINER_BASES = {f"torch.nn.{name}": kind for name, kind in TORCH_CONTAINERS.items() if name.startswith("Module") or name == "Sequential"}
 TORCH_CONTAINER_BASES.update({f"torch.nn.modules.container.{name[len('torch.nn.'):]}": kind for name, kind in list(TORCH_CONTAINER_BASES.items())})
+BARE_MODULE = "torch.nn.Module"  # `nn.Module()` used as a namespace: its ClassType keeps the attributes set on it
 # nn.Module methods that return the module itself (`Block().to(device)`, `make_stage().train()`).
 MODULE_RETURNING_METHODS = frozenset(
     {"to", "cuda", "cpu", "xpu", "ipu", "mtia", "float", "half", "bfloat16", "double", "type", "train", "eval",
