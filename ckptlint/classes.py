@@ -86,36 +86,26 @@ class ClassInfo:
                 return scope
         return None
 
-    @cached_property
+    @property
     def attribute_assignments(self) -> dict[str, list[AttributeAssignment]]:
         """Every `self.<attr>` written by this class's own methods (and closures inside them)."""
-        found: dict[str, list[AttributeAssignment]] = {}
-        for method in self.methods():
-            receiver = method.first_parameter()
-            if receiver is None or _is_static(method.node):
-                continue
-            for node in walk(method.node):
-                if not isinstance(node, ast.stmt):
-                    continue
-                for target, value, augmented, unpack in _assignment_targets(node):
-                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver:
-                        assignment = AttributeAssignment(target.attr, node, value, method, augmented, unpack)
-                        found.setdefault(target.attr, []).append(assignment)
-        return found
+        return self._scan[0]
 
-    @cached_property
+    @property
     def added_modules(self) -> list[AddedModule]:
         """Submodules this class's methods register under a computed or literal name."""
-        return self._construction[0]
+        return self._scan[1]
 
-    @cached_property
+    @property
     def container_growth(self) -> dict[str, list[ContainerGrowth]]:
         """What this class's methods add to its container attributes (`self.blocks.append(m)`),
         by attribute; `""` for what they add to `self` itself (a ModuleList subclass)."""
-        return self._construction[1]
+        return self._scan[2]
 
     @cached_property
-    def _construction(self) -> tuple[list[AddedModule], dict[str, list[ContainerGrowth]]]:
+    def _scan(self) -> tuple[dict[str, list[AttributeAssignment]], list[AddedModule], dict[str, list[ContainerGrowth]]]:
+        """One walk over the methods: attribute assignments, registered modules, container growth."""
+        found: dict[str, list[AttributeAssignment]] = {}
         added: list[AddedModule] = []
         growth: dict[str, list[ContainerGrowth]] = {}
         for method in self.methods():
@@ -125,17 +115,20 @@ class ClassInfo:
             for node in walk(method.node):
                 if isinstance(node, ast.Call):
                     _note_call(node, receiver, method, added, growth)
-                elif isinstance(node, (ast.Assign, ast.AugAssign)):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    for target in targets:
-                        if isinstance(node, ast.AugAssign):
-                            if _self_attribute(target, receiver) is not None and isinstance(node.op, ast.Add):
-                                growth.setdefault(target.attr, []).append(ContainerGrowth(node.value, method, True))  # type: ignore[attr-defined]  # checked by _self_attribute
-                        elif isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Slice):
-                            attribute = _self_attribute(target.value, receiver)
-                            if attribute is not None:
-                                growth.setdefault(attribute, []).append(ContainerGrowth(node.value, method, False))
-        return added, growth
+                    continue
+                if not isinstance(node, ast.stmt):
+                    continue
+                for target, value, augmented, unpack in _assignment_targets(node):
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver:
+                        assignment = AttributeAssignment(target.attr, node, value, method, augmented, unpack)
+                        found.setdefault(target.attr, []).append(assignment)
+                        if augmented and value is not None and isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+                            growth.setdefault(target.attr, []).append(ContainerGrowth(value, method, True))  # `self.blocks += [...]`
+                    elif isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Slice) and value is not None and not augmented:
+                        attribute = _self_attribute(target.value, receiver)
+                        if attribute is not None:  # `self.heads[key] = m`
+                            growth.setdefault(attribute, []).append(ContainerGrowth(value, method, False))
+        return found, added, growth
 
     @cached_property
     def class_level_annotations(self) -> dict[str, ast.expr]:

@@ -38,7 +38,7 @@ class ModuleConstruction:
         self._children: dict[int, Types] = {}
         self._descendants: dict[int, Types] = {}
         self._feeding: dict[int, tuple[str, ...]] = {}
-        self._sites: dict[int, dict[int, list[tuple[ast.Call, Scope, bool]]]] = {}  # module id -> init node id -> (call, scope, passes self)
+        self._sites: dict[int, list[tuple[ast.Call, Scope, bool]]] = {}  # init node id -> (call, scope, passes self)
 
     # -- what kind of object ------------------------------------------------------
 
@@ -199,17 +199,13 @@ class ModuleConstruction:
         return tuple(recorded)
 
     def _feeding_parameters(self, init: Scope) -> tuple[str, ...]:
-        """`__init__` parameters that the values of its attribute assignments, registered modules
-        and container growth (or the loops around them) name."""
+        """`__init__` parameters its body uses (what it builds attributes from is among them)."""
         key = id(init.node)
         cached = self._feeding.get(key)
         if cached is None:
             node = init.node
             parameters = [a.arg for a in (*positional_parameters(node.args), *node.args.kwonlyargs)][1:] if isinstance(node, ast.FunctionDef) else []
-            used: set[str] = set()
-            for statement in walk(node):
-                if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.Expr)):
-                    used.update(n.id for n in walk(statement) if isinstance(n, ast.Name))
+            used = {n.id for n in walk(node) if isinstance(n, ast.Name)}
             cached = self._feeding[key] = tuple(p for p in parameters if p in used)
         return cached
 
@@ -271,42 +267,50 @@ class ModuleConstruction:
         owner = init.parent
         if owner is None or owner.kind != CLASS or getattr(init.node, "name", "") != "__init__":
             return EMPTY
-        index = self._sites.get(id(module))
-        if index is None:
-            index = self._sites[id(module)] = self._index_sites(inference, module)
+        sites = self._sites.get(id(init.node))
+        if sites is None:
+            sites = self._sites[id(init.node)] = self._find_sites(inference, module, self.classes.info(module, owner))
         found: set[Type] = set()
-        for call, scope, passes_self in index.get(id(init.node), ()):
+        for call, scope, passes_self in sites:
             argument = _bind(init, call, passes_self).get(binding.name)
             if argument is not None:
                 found.update(inference.types(argument, module, scope, 1))
         return frozenset(found)
 
-    def _index_sites(self, inference: TypeInference, module: ModuleSymbols) -> dict[int, list[tuple[ast.Call, Scope, bool]]]:
-        """The module's calls that construct one of its classes, by the `__init__` they run."""
-        names = {node.name for node, _ in module.classes}
-        index: dict[int, list[tuple[ast.Call, Scope, bool]]] = {}
+    def _find_sites(self, inference: TypeInference, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool]]:
+        """The module's calls that run `info`'s `__init__`: `Cls(...)`, `Cls.__init__(self, ...)`, and
+        `super().__init__(...)` in subclasses that name it as a base. Names are checked by spelling
+        first, so that only candidates are resolved."""
+        name = info.name
+        subclasses = {
+            node.name: self.classes.info(module, module.scope_of[id(node)])
+            for node, _ in module.classes
+            if any(_last_name(base) == name for base in node.bases)
+        }
+        inheriting = {sub for sub, sub_info in subclasses.items() if sub_info.method("__init__") is None}
+        sites: list[tuple[ast.Call, Scope, bool]] = []
         for call, scope in module.calls:
             func = call.func
-            target: ClassInfo | None = None
-            passes_self = False
             if isinstance(func, ast.Attribute) and func.attr == "__init__":
                 if _is_super(call):
                     current = self.classes.enclosing_class(module, scope)
-                    if current is not None:
-                        target = next((a for a in self.classes.ancestors(current) if isinstance(a, ClassInfo) and a.method("__init__")), None)
-                elif isinstance(func.value, (ast.Name, ast.Attribute)):
-                    name = inference.qualified_name(func.value, module, scope)
-                    target = self.classes.by_name(name) if name else None
-                    passes_self = True
-            elif (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None) in names:
-                name = inference.qualified_name(func, module, scope)
-                target = self.classes.by_name(name) if name else None
-            if target is None:
+                    if current is not None and current.name in subclasses and info.qualified_name in self.classes.base_names(current):
+                        sites.append((call, scope, False))
+                elif _last_name(func.value) == name and self._names(inference, func.value, module, scope, info):
+                    sites.append((call, scope, True))
                 continue
-            found = self.classes.find_method(target, "__init__")
-            if found is not None:
-                index.setdefault(id(found[1].node), []).append((call, scope, passes_self))
-        return index
+            called = _last_name(func)
+            if called == name and self._names(inference, func, module, scope, info):
+                sites.append((call, scope, False))
+            elif called in inheriting and self._names(inference, func, module, scope, subclasses[called]):
+                sites.append((call, scope, False))
+        return sites
+
+    def _names(self, inference: TypeInference, expr: ast.expr, module: ModuleSymbols, scope: Scope, info: ClassInfo) -> bool:
+        return inference.qualified_name(expr, module, scope) == info.qualified_name
+
+def _last_name(expr: ast.expr) -> str | None:
+    return expr.id if isinstance(expr, ast.Name) else expr.attr if isinstance(expr, ast.Attribute) else None
 
 
 def _is_init_call(call: ast.Call) -> bool:
