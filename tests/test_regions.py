@@ -181,3 +181,31 @@ def test_name_patterns_meet_as_registration_and_lookup_can() -> None:
     assert patterns_meet(pattern('f"layer{i}_a"'), pattern('f"layer{j}{k}"'))
     assert not patterns_meet(pattern('f"conv{i}"'), pattern('f"norm{i}"'))
     assert patterns_meet(pattern("name"), "anything")
+
+
+def test_constructor_arguments_keep_values_they_do_not_follow() -> None:
+    """An instance built with a module argument still holds the norm its `__init__` builds from other
+    parameters in a shape the per-instance binding does not follow (a conditional on widths)."""
+    source = """
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+class Rep(nn.Module):
+    def __init__(self, c_in, c_out, act=nn.ReLU):
+        super().__init__()
+        self.identity = nn.BatchNorm2d(c_in) if c_in == c_out else None
+        self.act = act()
+
+    def forward(self, x):
+        return self.act(self.identity(x))
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rep = Rep(8, 8, act=nn.GELU)
+
+    def forward(self, x):
+        return checkpoint(self.rep, x, use_reentrant=False)
+"""
+    [finding] = lint_source(source)
+    assert (finding.code, finding.line) == ("CKP204", 12)

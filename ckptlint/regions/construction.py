@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ckptlint.classes import ClassInfo, ClassIndex
 from ckptlint.regions import torch_api
-from ckptlint.regions.values import ClassType, ContainerType, FunctionType, Type, Types, element_types, ordered
+from ckptlint.regions.values import ClassObjectType, ClassType, ContainerType, FunctionType, Type, Types, element_types, ordered
 from ckptlint.symbols import CLASS, Binding, ModuleSymbols, Scope, positional_parameters
 from ckptlint.syntax import walk
 
@@ -193,7 +193,7 @@ class ModuleConstruction:
                 types = EMPTY if default is None else inference.types(default, owner.module, init.parent or init, depth + 1)
             else:
                 types = inference.types(argument, module, scope, depth + 1)
-            recorded.append((name, tuple(ordered(t for t in types if self.is_module(t) or not isinstance(t, ClassType)))))
+            recorded.append((name, tuple(ordered(t for t in types if self.is_module(t) or isinstance(t, (ClassObjectType, FunctionType))))))
         if not any(types for _, types in recorded):
             return ()
         return tuple(recorded)
@@ -220,10 +220,8 @@ class ModuleConstruction:
 
     def _bound_types(self, inference: TypeInference, expr: ast.expr, bound: dict[str, Types], module: ModuleSymbols, scope: Scope) -> Types | None:
         def sub(e: ast.expr) -> Types:
-            if _names(e, bound):
-                found = self._bound_types(inference, e, bound, module, scope)
-                return EMPTY if found is None else found
-            return inference.types(e, module, scope)
+            found = self._bound_types(inference, e, bound, module, scope) if _names(e, bound) else None
+            return inference.types(e, module, scope) if found is None else found  # unbound, or a shape it does not follow
 
         if isinstance(expr, ast.Name):
             return bound.get(expr.id)
