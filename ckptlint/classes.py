@@ -14,7 +14,7 @@ from typing import Iterator
 
 from ckptlint.syntax import walk
 from ckptlint.project import Project
-from ckptlint.symbols import CLASSDEF, FUNCTION, ModuleSymbols, Scope
+from ckptlint.symbols import CLASSDEF, DEF, FUNCTION, ModuleSymbols, Scope
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,37 @@ class AttributeAssignment:
     method: Scope
     augmented: bool = False
     unpack: int | None = None  # `self.stages, self.info = build()`: the position in what is unpacked
+
+
+@dataclass(frozen=True)
+class AddedModule:
+    """`self.add_module(name, m)`, `self.register_module(name, m)`, `setattr(self, name, m)`.
+
+    `name` is the name expression: a literal, an f-string (`f"layer{i}"`) or a variable.
+    """
+
+    name: ast.expr
+    value: ast.expr
+    method: Scope
+
+    @property
+    def literal_name(self) -> str | None:
+        return self.name.value if isinstance(self.name, ast.Constant) and isinstance(self.name.value, str) else None
+
+
+@dataclass(frozen=True)
+class ContainerGrowth:
+    """`self.blocks.append(m)`, `.insert(i, m)`, `.add_module(n, m)`, `self.blocks[k] = m` (one element),
+    `self.blocks.extend([...])`, `self.blocks += [...]` (a collection of elements)."""
+
+    value: ast.expr
+    method: Scope
+    collection: bool  # `value` holds elements (extend, +=) rather than being one
+
+
+ELEMENT_ADDERS = {"append": 0, "insert": 1, "add_module": 1, "register_module": 1}  # method -> position of the element
+COLLECTION_ADDERS = frozenset({"extend", "update"})
+MODULE_ADDERS = frozenset({"add_module", "register_module"})
 
 
 @dataclass(eq=False)
@@ -55,22 +86,49 @@ class ClassInfo:
                 return scope
         return None
 
-    @cached_property
+    @property
     def attribute_assignments(self) -> dict[str, list[AttributeAssignment]]:
         """Every `self.<attr>` written by this class's own methods (and closures inside them)."""
+        return self._scan[0]
+
+    @property
+    def added_modules(self) -> list[AddedModule]:
+        """Submodules this class's methods register under a computed or literal name."""
+        return self._scan[1]
+
+    @property
+    def container_growth(self) -> dict[str, list[ContainerGrowth]]:
+        """What this class's methods add to its container attributes (`self.blocks.append(m)`),
+        by attribute; `""` for what they add to `self` itself (a ModuleList subclass)."""
+        return self._scan[2]
+
+    @cached_property
+    def _scan(self) -> tuple[dict[str, list[AttributeAssignment]], list[AddedModule], dict[str, list[ContainerGrowth]]]:
+        """One walk over the methods: attribute assignments, registered modules, container growth."""
         found: dict[str, list[AttributeAssignment]] = {}
+        added: list[AddedModule] = []
+        growth: dict[str, list[ContainerGrowth]] = {}
         for method in self.methods():
             receiver = method.first_parameter()
             if receiver is None or _is_static(method.node):
                 continue
             for node in walk(method.node):
+                if isinstance(node, ast.Call):
+                    _note_call(node, receiver, method, added, growth)
+                    continue
                 if not isinstance(node, ast.stmt):
                     continue
                 for target, value, augmented, unpack in _assignment_targets(node):
                     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver:
                         assignment = AttributeAssignment(target.attr, node, value, method, augmented, unpack)
                         found.setdefault(target.attr, []).append(assignment)
-        return found
+                        if augmented and value is not None and isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+                            growth.setdefault(target.attr, []).append(ContainerGrowth(value, method, True))  # `self.blocks += [...]`
+                    elif isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Slice) and value is not None and not augmented:
+                        attribute = _self_attribute(target.value, receiver)
+                        if attribute is not None:  # `self.heads[key] = m`
+                            growth.setdefault(attribute, []).append(ContainerGrowth(value, method, False))
+        return found, added, growth
 
     @cached_property
     def class_level_annotations(self) -> dict[str, ast.expr]:
@@ -88,6 +146,43 @@ def _is_static(node: ast.AST) -> bool:
         return True
     decorators = getattr(node, "decorator_list", [])
     return any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in decorators)
+
+
+def _self_attribute(expr: ast.expr, receiver: str) -> str | None:
+    """`attr` when `expr` is `self.attr`."""
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == receiver:
+        return expr.attr
+    return None
+
+
+def _note_call(call: ast.Call, receiver: str, method: Scope, added: list[AddedModule], growth: dict[str, list[ContainerGrowth]]) -> None:
+    """Record a call that registers a submodule on `self` or grows a container attribute of it."""
+    func = call.func
+    args = call.args
+    if any(isinstance(a, ast.Starred) for a in args):
+        return
+    if isinstance(func, ast.Name) and func.id == "setattr" and len(args) == 3:
+        if isinstance(args[0], ast.Name) and args[0].id == receiver:
+            added.append(AddedModule(args[1], args[2], method))
+        return
+    if not isinstance(func, ast.Attribute):
+        return
+    if isinstance(func.value, ast.Name) and func.value.id == receiver:
+        if func.attr in MODULE_ADDERS and len(args) == 2:
+            added.append(AddedModule(args[0], args[1], method))
+        elif func.attr in ELEMENT_ADDERS and len(args) > ELEMENT_ADDERS[func.attr]:  # a ModuleList subclass's `self.append(m)`
+            growth.setdefault("", []).append(ContainerGrowth(args[ELEMENT_ADDERS[func.attr]], method, False))
+        elif func.attr in COLLECTION_ADDERS and args:
+            growth.setdefault("", []).append(ContainerGrowth(args[0], method, True))
+        return
+    attribute = _self_attribute(func.value, receiver)
+    if attribute is None:
+        return
+    position = ELEMENT_ADDERS.get(func.attr)
+    if position is not None and len(args) > position:
+        growth.setdefault(attribute, []).append(ContainerGrowth(args[position], method, False))
+    elif func.attr in COLLECTION_ADDERS and args:
+        growth.setdefault(attribute, []).append(ContainerGrowth(args[0], method, True))
 
 
 def _assignment_targets(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr | None, bool, int | None]]:
@@ -137,12 +232,32 @@ class ClassIndex:
     def by_name(self, qualified_name: str) -> ClassInfo | None:
         found = self.project.global_binding(qualified_name)
         if found is None:
-            return None
+            return self._nested(qualified_name)
         module, binding = found
         if binding.kind != CLASSDEF:
             return None
         scope = module.scope_of.get(id(binding.node))
         return None if scope is None else self.info(module, scope)
+
+    def _nested(self, qualified_name: str) -> ClassInfo | None:
+        """A class defined inside a function or a class (`mod.build.Block`, `mod.Outer.Inner`)."""
+        found = self.project.split_module(qualified_name)
+        if found is None or len(found[1]) < 2:
+            return None
+        module, parts = found
+        scope: Scope | None = module.scope
+        binding = None
+        for part in parts:
+            if part == "<locals>":
+                continue
+            bindings = scope.bindings.get(part) if scope is not None else None
+            binding = next((b for b in reversed(bindings or ()) if b.kind in (CLASSDEF, DEF)), None)
+            if binding is None:
+                return None
+            scope = module.scope_of.get(id(binding.node))
+        if binding is None or binding.kind != CLASSDEF or scope is None:
+            return None
+        return self.info(module, scope)
 
     def base_names(self, info: ClassInfo) -> list[str]:
         names = []

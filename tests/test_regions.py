@@ -130,3 +130,82 @@ def run(x):
     assert "the region has stochastic torch ops (`torch.nn.functional.dropout()` at example.py:6), so gradients change" in stochastic.message
     [deterministic] = lint_source(template.format(body="x * 2"))
     assert "no stochastic torch op was found in the region" in deterministic.message
+
+
+def _sites_of(name: str) -> dict[tuple[int, str], list[int]]:
+    result = _lint(HAZARDS / name)
+    return {(f.line, f.code): [s.line for s in f.sites] for f in result.findings}
+
+
+def test_every_grown_container_construction_reaches_the_norm() -> None:
+    """append, extend, insert, `+=` with a slice, a generator, `d[key] = m`, `nn.Sequential(*layers)`: one site each."""
+    assert _sites_of("grown_containers.py") == {(13, "CKP204"): [39, 40, 41, 43, 45, 46, 47]}
+
+
+def test_iterated_submodules_reach_the_norm_and_modules_includes_the_norm_itself() -> None:
+    sites = _sites_of("iterated_children.py")
+    assert sites == {(13, "CKP204"): [41, 43, 45, 47, 52], (52, "CKP204"): [52]}
+
+
+def test_constructor_arguments_are_bound_per_instance() -> None:
+    """`Residual(nn.BatchNorm1d(w))`, `norm_layer=nn.BatchNorm1d`, and a subclass's `super().__init__(block=...)`."""
+    assert _sites_of("constructor_arguments.py") == {(13, "CKP204"): [48], (23, "CKP204"): [49, 50]}
+    result = _lint(HAZARDS / "constructor_arguments.py")
+    [via_stage] = [s for f in result.findings for s in f.sites if s.line == 50]
+    assert via_stage.chain == ("Stage.forward", "Block.forward")
+
+
+def test_module_returning_methods_keep_the_module() -> None:
+    assert _sites_of("module_returning_methods.py") == {(13, "CKP204"): [29, 30, 31], (32, "CKP204"): [32]}
+
+
+def test_sequential_subclass_norm_is_reported_at_the_call_that_runs_it() -> None:
+    """A norm with no call line of its own: at the checkpoint call (the region) or at the container's call."""
+    result = _lint(HAZARDS / "sequential_subclass.py")
+    assert sorted((f.line, f.column) for f in result.findings) == [(28, 24), (29, 37)]
+    assert {f.message.split(",")[0] for f in result.findings} >= {"the region is a BatchNorm2d"}
+
+
+def test_name_patterns_meet_as_registration_and_lookup_can() -> None:
+    from ckptlint.regions.construction import name_pattern, patterns_meet
+    import ast
+
+    def pattern(text: str):
+        return name_pattern(ast.parse(text, mode="eval").body)
+
+    assert pattern('f"layer{i}"') == ("layer", "")
+    assert pattern('"norm"') == "norm"
+    assert pattern("name") == ("", "")
+    assert patterns_meet(pattern('f"layer{i}"'), "layer3")
+    assert not patterns_meet(pattern('f"layer{i}"'), "norm")
+    assert patterns_meet(pattern('f"layer{i}_a"'), pattern('f"layer{j}{k}"'))
+    assert not patterns_meet(pattern('f"conv{i}"'), pattern('f"norm{i}"'))
+    assert patterns_meet(pattern("name"), "anything")
+
+
+def test_constructor_arguments_keep_values_they_do_not_follow() -> None:
+    """An instance built with a module argument still holds the norm its `__init__` builds from other
+    parameters in a shape the per-instance binding does not follow (a conditional on widths)."""
+    source = """
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+class Rep(nn.Module):
+    def __init__(self, c_in, c_out, act=nn.ReLU):
+        super().__init__()
+        self.identity = nn.BatchNorm2d(c_in) if c_in == c_out else None
+        self.act = act()
+
+    def forward(self, x):
+        return self.act(self.identity(x))
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rep = Rep(8, 8, act=nn.GELU)
+
+    def forward(self, x):
+        return checkpoint(self.rep, x, use_reentrant=False)
+"""
+    [finding] = lint_source(source)
+    assert (finding.code, finding.line) == ("CKP204", 12)

@@ -15,11 +15,13 @@ from dataclasses import replace
 from typing import Iterable
 
 from ckptlint.regions import torch_api
+from ckptlint.regions.construction import ModuleConstruction, name_pattern
 from ckptlint.regions.library_calls import constructed_rng
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope, positional_parameters
-from ckptlint.regions.values import Type, Types
+from ckptlint.syntax import walk
+from ckptlint.regions.values import Type, Types, ordered
 from ckptlint.regions.values import (
     OUTER,
     ClassObjectType,
@@ -45,6 +47,9 @@ class TypeInference:
         self._return_types: dict[int, Types] = {}
         self._binding_types: dict[int, Types] = {}
         self._growth: dict[int, dict[tuple[int, str], list[tuple[ast.Call, Scope]]]] = {}
+        self._instance_attributes: dict[tuple[ClassType, str], Types] = {}
+        self._writes: dict[int, tuple[dict[str, list[ast.expr]], dict[str, list[tuple[str, ast.expr]]]]] = {}
+        self.construction = ModuleConstruction(classes)
 
     # -- expressions ----------------------------------------------------------
 
@@ -100,15 +105,100 @@ class TypeInference:
             known = self._library_call(name, call, module, scope, depth)
             if known is not None:
                 return known
+        if isinstance(call.func, ast.Attribute):
+            known = self._module_method(call, call.func, module, scope, depth)
+            if known is not None:
+                return known
         results: set[Type] = set()
         for callee in self.types(call.func, module, scope, depth + 1):
             results.update(self.call_result(callee, call, module, scope, depth + 1))
         return frozenset(results)
 
+    def _module_method(self, call: ast.Call, func: ast.Attribute, module: ModuleSymbols, scope: Scope, depth: int) -> Types | None:
+        """`Block().to(device)` is the Block; `m.children()`, `m.named_modules()`, `d.values()`,
+        `d.items()`, `m.get_submodule("a.b")` give its registered modules; None: another method."""
+        if func.attr not in MODULE_METHODS:
+            return None
+        return self.module_method_types(func.attr, self.types(func.value, module, scope, depth + 1), call.args[0] if call.args else None)
+
+    def module_method_types(self, method: str, base: Types, first_argument: ast.expr | None) -> Types | None:
+        """What an `nn.Module` method in MODULE_METHODS returns on values of types `base`."""
+        if any(self._defines_method(t, method) for t in base):
+            return None  # the project class's own method
+        if method in torch_api.MODULE_RETURNING_METHODS:
+            return base if any(self.construction.is_module(t) for t in base) else None
+        if method == "get_submodule":
+            return self.submodule_types(base, first_argument)
+        if method in ("values", "items"):
+            elements = element_types(base)
+        elif method in torch_api.CHILDREN_METHODS:
+            elements = self.children_types(base)
+        else:
+            elements = self.construction.descendants(self, base)
+        if method in ("items", "named_children", "named_modules"):
+            return frozenset({ContainerType(torch_api.SEQUENCE, frozenset({TupleType((EMPTY, elements))}))})
+        return frozenset({ContainerType(torch_api.SEQUENCE, elements)})
+
+    def _defines_method(self, item: Type, method: str) -> bool:
+        if not isinstance(item, ClassType):
+            return False
+        info = self.classes.by_name(item.name)
+        return info is not None and self.classes.find_method(info, method) is not None
+
+    def children_types(self, base: Types) -> Types:
+        """`children()` of values of these types: a container's elements, a class's registered modules."""
+        found: set[Type] = set(element_types(base))
+        for item in base:
+            if isinstance(item, ClassType):
+                info = self.classes.by_name(item.name)
+                if info is not None:
+                    found.update(self.construction.children(self, info))
+        return frozenset(found)
+
+    def submodule_types(self, base: Types, path: ast.expr | None) -> Types:
+        """`get_submodule("encoder.layers")`: the attribute chain; any registered module when the path is computed."""
+        if not (isinstance(path, ast.Constant) and isinstance(path.value, str)):
+            return self.construction.descendants(self, base)
+        current = base
+        for part in path.value.split("."):
+            if part.isdigit():
+                current = element_types(current)
+                continue
+            current = self.member_types(current, part)
+        return current
+
+    def member_types(self, base: Types, attribute: str) -> Types:
+        """`base.attribute` for instances of project classes (with their constructor arguments)."""
+        found: set[Type] = set()
+        for item in base:
+            if isinstance(item, ClassType):
+                found.update(self.instance_attribute_types(item, attribute))
+            elif isinstance(item, ContainerType) and item.kind == torch_api.MAPPING:
+                found.update(item.elements)  # `self.heads.cls` on a ModuleDict
+        return frozenset(found)
+
+    def dynamic_attribute_types(self, base: Types, name: ast.expr) -> Types:
+        """`getattr(self, f"layer{i}")`, `getattr(self, name)`: every registered module and
+        module attribute whose name can match."""
+        pattern = name_pattern(name)
+        found: set[Type] = set()
+        for item in base:
+            if not isinstance(item, ClassType):
+                continue
+            info = self.classes.by_name(item.name)
+            if info is None:
+                continue
+            found.update(self.construction.added_types(self, info, pattern))
+            for cls in self.classes.mro(info):
+                for attribute in sorted({*cls.attribute_assignments, *cls.class_level_annotations}):
+                    if isinstance(pattern, tuple) and pattern_matches(attribute, pattern):
+                        found.update(t for t in self.instance_attribute_types(item, attribute) if self.construction.is_module(t))
+        return frozenset(found)
+
     def call_result(self, callee: Type, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         """The types calling a value of type `callee` gives."""
         if isinstance(callee, ClassObjectType):
-            return frozenset({self.instance(callee.name, call)})
+            return self.instance_types(callee.name, call, module, scope, depth)
         if isinstance(callee, ClassType):  # calling an instance: its __call__ (a builder object)
             info = self.classes.by_name(callee.name)
             found_call = self.classes.find_method(info, "__call__") if info is not None else None
@@ -152,27 +242,38 @@ class TypeInference:
                 bound.append((keyword.arg, Value(frozenset({OUTER}), types, path=keyword.arg)))
         return tuple(bound)
 
+    def container_elements(self, kind: str, arguments: Iterable[ast.expr], module: ModuleSymbols, scope: Scope, depth: int) -> Types:
+        """The elements a torch container's constructor arguments give it."""
+        elements: set[Type] = set()
+        for argument in arguments:
+            if isinstance(argument, ast.Starred):
+                elements.update(element_types(self.types(argument.value, module, scope, depth + 1)))
+            else:
+                types = self.types(argument, module, scope, depth + 1)
+                if kind == torch_api.SEQUENTIAL and not any(isinstance(t, ContainerType) for t in types):
+                    elements.update(types)  # nn.Sequential(a, b, c)
+                else:
+                    elements.update(element_types(types))  # nn.ModuleList([...]), nn.Sequential(OrderedDict)
+        return frozenset(elements)
+
     def _library_call(self, name: str, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Types | None:
         short = torch_api.short_name(name)
         if name.startswith("torch.nn.") and short in torch_api.TORCH_CONTAINERS:
             kind = torch_api.TORCH_CONTAINERS[short]
-            elements: set[Type] = set()
-            for argument in call.args:
-                if isinstance(argument, ast.Starred):
-                    elements.update(element_types(self.types(argument.value, module, scope, depth + 1)))
-                else:
-                    types = self.types(argument, module, scope, depth + 1)
-                    if kind == torch_api.SEQUENTIAL and not any(isinstance(t, ContainerType) for t in types):
-                        elements.update(types)  # nn.Sequential(a, b, c)
-                    else:
-                        elements.update(element_types(types))  # nn.ModuleList([...]), nn.Sequential(OrderedDict)
-            return frozenset({ContainerType(kind, frozenset(elements)), ClassType(name)})
+            elements = self.container_elements(kind, call.args, module, scope, depth)
+            return frozenset({ContainerType(kind, elements), ClassType(name)})
+        if name == "builtins.getattr" and len(call.args) >= 2:
+            base = self.types(call.args[0], module, scope, depth + 1)
+            attribute = call.args[1]
+            if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str):
+                return self.member_types(base, attribute.value)
+            return self.dynamic_attribute_types(base, attribute)
         if name in torch_api.PYTHON_CONTAINER_CALLS:
             kind = torch_api.PYTHON_CONTAINER_CALLS[name]
-            elements = set()
+            found: set[Type] = set()
             for argument in call.args:
-                elements.update(element_types(self.types(argument, module, scope, depth + 1)))
-            return frozenset({ContainerType(kind, frozenset(elements))})
+                found.update(element_types(self.types(argument, module, scope, depth + 1)))
+            return frozenset({ContainerType(kind, frozenset(found))})
         if name in ("builtins.enumerate", "builtins.reversed", "builtins.iter", "builtins.sorted"):
             return frozenset({ContainerType(torch_api.SEQUENCE, self._elements_of_arguments(call, module, scope, depth))})
         if name == "functools.partial" and call.args:
@@ -182,7 +283,7 @@ class TypeInference:
             return frozenset({rng})
         project_class = self.classes.by_name(name)
         if project_class is not None:
-            return frozenset({self.instance(project_class.qualified_name, call)})
+            return self.instance_types(project_class.qualified_name, call, module, scope, depth)
         if torch_api.torch_class(name) is not None and short[:1].isupper():
             return frozenset({self.instance(name, call)})
         return None
@@ -192,6 +293,20 @@ class TypeInference:
         for argument in call.args[:1]:
             found.update(element_types(self.types(argument, module, scope, depth + 1)))
         return frozenset(found)
+
+    def instance_types(self, class_name: str, call: ast.Call | None, module: ModuleSymbols | None, scope: Scope | None, depth: int) -> Types:
+        """An instance made by `call`: with the modules it passes to the constructor, and seen as
+        the container it is when the class derives from a torch container."""
+        item = self.instance(class_name, call)
+        info = self.classes.by_name(class_name)
+        if info is None:
+            return frozenset({item})
+        if call is not None and module is not None and scope is not None and depth <= MAX_DEPTH:
+            arguments = self.construction.arguments(self, info, call, module, scope, depth)
+            if arguments:
+                item = replace(item, arguments=arguments)
+        view = self.construction.container_view(self, item, call, module, scope, depth)
+        return frozenset({item} if view is None else {item, view})
 
     def instance(self, class_name: str, call: ast.Call | None) -> ClassType:
         """An instance of the class, noting whether it is a norm that updates running statistics."""
@@ -228,7 +343,9 @@ class TypeInference:
     def _name_types(self, expr: ast.Name, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         receiver = self.self_class(module, scope, expr.id)
         if receiver is not None:
-            return frozenset({ClassType(receiver.qualified_name)})
+            item = ClassType(receiver.qualified_name)
+            view = self.construction.container_view(self, item, None, None, None, depth)
+            return frozenset({item} if view is None else {item, view})
         binding = module.binding(scope, expr.id, expr.lineno)
         if binding is None:
             star = module.star_target(expr.id)
@@ -264,9 +381,12 @@ class TypeInference:
         if binding.kind in (ASSIGN, OTHER):
             found = set(self.types(binding.value, module, scope, depth + 1)) if binding.kind == ASSIGN else set()
             grown = self._grown_elements(module, binding.scope, binding.name, depth)
-            if grown is not None:  # a list built up with append/extend/+=
+            if grown is not None:  # a list or module container built up with append/extend/+=/[k] =
+                kinds = {t.kind for t in found if isinstance(t, ContainerType)} or {torch_api.SEQUENCE}
                 found = {t for t in found if not isinstance(t, ContainerType)}
-                found.add(ContainerType(torch_api.SEQUENCE, grown))
+                found.update(ContainerType(kind, grown) for kind in kinds)
+            if binding.kind == ASSIGN and _is_bare_module(binding.value, module, scope):  # `m = nn.Module(); m.bn = ...`
+                found = {self._bare_module(module, binding.scope, binding.name, depth)}
             return frozenset(found)
         if binding.kind == LOOP:
             return self._loop_types(binding, module, scope, depth)
@@ -282,7 +402,7 @@ class TypeInference:
     def _grown_elements(self, module: ModuleSymbols, scope: Scope, name: str, depth: int) -> Types | None:
         """Element types of a list `name` that the scope builds: `[...]`, `.append(x)`, `+= [...]`."""
         bindings = scope.bindings.get(name, [])
-        if not any(b.kind == ASSIGN and isinstance(b.value, (ast.List, ast.Tuple, ast.ListComp)) for b in bindings):
+        if not any(b.kind == ASSIGN and _is_container_start(b.value) for b in bindings):
             return None
         elements: set[Type] = set()
         for b in bindings:
@@ -296,9 +416,36 @@ class TypeInference:
                 elements.update(self.types(call.args[0], module, call_scope, depth + 1))
             elif method == "insert" and len(call.args) > 1:
                 elements.update(self.types(call.args[1], module, call_scope, depth + 1))
-            elif method == "extend" and call.args:
+            elif method in ("extend", "update") and call.args:
                 elements.update(element_types(self.types(call.args[0], module, call_scope, depth + 1)))
+            elif method in ("add_module", "register_module") and len(call.args) > 1:
+                elements.update(self.types(call.args[1], module, call_scope, depth + 1))
+        for value in self._local_writes(scope)[0].get(name, ()):  # `blocks[key] = Block()`
+            elements.update(self.types(value, module, scope, depth + 1))
         return frozenset(elements)
+
+    def _bare_module(self, module: ModuleSymbols, scope: Scope, name: str, depth: int) -> ClassType:
+        """A bare `nn.Module()` with the attributes the scope sets on it, kept as its `arguments`."""
+        attributes: dict[str, set[Type]] = {}
+        for attribute, value in self._local_writes(scope)[1].get(name, ()):
+            attributes.setdefault(attribute, set()).update(self.types(value, module, scope, depth + 1))
+        return ClassType(torch_api.BARE_MODULE, arguments=tuple((a, tuple(ordered(t))) for a, t in sorted(attributes.items())))
+
+    def _local_writes(self, scope: Scope) -> tuple[dict[str, list[ast.expr]], dict[str, list[tuple[str, ast.expr]]]]:
+        """`name[k] = value` and `name.attr = value` statements of a scope, by name (memoised)."""
+        cached = self._writes.get(id(scope))
+        if cached is None:
+            items: dict[str, list[ast.expr]] = {}
+            attributes: dict[str, list[tuple[str, ast.expr]]] = {}
+            for node in walk(scope.node) if scope.kind != "module" else ():
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                            items.setdefault(target.value.id, []).append(node.value)
+                        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                            attributes.setdefault(target.value.id, []).append((target.attr, node.value))
+            cached = self._writes[id(scope)] = (items, attributes)
+        return cached
 
     def _growth_calls(self, module: ModuleSymbols) -> dict[tuple[int, str], list[tuple[ast.Call, Scope]]]:
         """`name.append(...)`-style calls of a module, by (scope owning the name, name)."""
@@ -307,7 +454,7 @@ class TypeInference:
             index = {}
             for call, scope in module.calls:
                 func = call.func
-                if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert") and isinstance(func.value, ast.Name):
+                if isinstance(func, ast.Attribute) and func.attr in _GROWTH_METHODS and isinstance(func.value, ast.Name):
                     owner: Scope | None = scope
                     while owner is not None and func.value.id not in owner.bindings:
                         owner = owner.parent
@@ -339,13 +486,10 @@ class TypeInference:
                 return element_types(self.types(iterable.args[unpack[0]], module, scope, depth + 1))
             if isinstance(iterable.func, ast.Attribute) and iterable.func.attr == "items" and unpack[0] == 1:
                 return element_types(self.types(iterable.func.value, module, scope, depth + 1))
-            return EMPTY
-        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and iterable.func.attr in (
-            "values",
-            "children",
-            "modules",
-        ):
-            return element_types(self.types(iterable.func.value, module, scope, depth + 1))
+            types = element_types(self.types(iterable, module, scope, depth + 1))  # `named_children()`: (name, module) pairs
+            for index in unpack:
+                types = unpacked_types(types, index)
+            return types
         return element_types(self.types(iterable, module, scope, depth + 1))
 
     def _parameter_types(self, binding: Binding, module: ModuleSymbols, depth: int) -> Types:
@@ -355,6 +499,7 @@ class TypeInference:
         default = _parameter_default(binding)
         if default is not None:
             found.update(self.types(default, module, binding.scope.parent or binding.scope, depth + 1))
+        found.update(self.construction.site_types(self, binding, module))  # `Wrapper(Block())` for `__init__(self, inner)`
         return frozenset(found)
 
     def annotation_types(self, annotation: ast.expr, module: ModuleSymbols, scope: Scope, depth: int = 0) -> Types:
@@ -392,9 +537,7 @@ class TypeInference:
         found: set[Type] = set()
         for base in self.types(expr.value, module, scope, depth + 1):
             if isinstance(base, ClassType):
-                info = self.classes.by_name(base.name)
-                if info is not None:
-                    found.update(self.attribute_types(info, expr.attr))
+                found.update(self.instance_attribute_types(base, expr.attr))
         if found:
             return frozenset(found)
         name = self.qualified_name(expr, module, scope)
@@ -402,12 +545,38 @@ class TypeInference:
             return self._global_types(name, depth + 1)
         return EMPTY
 
+    def instance_attribute_types(self, item: ClassType, attribute: str) -> Types:
+        """`attribute` of one instance: built from what its constructor call passed, when known."""
+        info = self.classes.by_name(item.name)
+        if info is None:
+            if item.name == torch_api.BARE_MODULE:
+                return frozenset(dict(item.arguments).get(attribute, ()))
+            return EMPTY
+        if not item.arguments:
+            return self.attribute_types(info, attribute)
+        key = (item, attribute)
+        cached = self._instance_attributes.get(key)
+        if cached is not None:
+            return cached
+        self._instance_attributes[key] = EMPTY
+        bound = {name: frozenset(types) for name, types in item.arguments}
+        result = self._assigned_types(info, attribute, bound)
+        self._instance_attributes[key] = result
+        return result
+
     def attribute_types(self, info: ClassInfo, attribute: str) -> Types:
         key = (id(info.scope), attribute)
         cached = self._attribute_types.get(key)
         if cached is not None:
             return cached
         self._attribute_types[key] = EMPTY  # cycles: `self.a = self.a.b`
+        result = self._assigned_types(info, attribute, None)
+        self._attribute_types[key] = result
+        return result
+
+    def _assigned_types(self, info: ClassInfo, attribute: str, bound: dict[str, Types] | None) -> Types:
+        """What the class's methods assign, register or grow under `attribute`; `bound`: the
+        `__init__` parameters one constructor call passed."""
         found: set[Type] = set()
         initialised = False  # the most derived class that sets it in __init__ overrides its bases
         for cls in self.classes.mro(info):
@@ -420,7 +589,7 @@ class TypeInference:
                 if in_init and initialised:
                     continue  # overridden by a subclass's __init__ (which runs after super().__init__())
                 # a fresh depth budget: the result is memoised, so it must not depend on the caller's depth
-                types = self.types(assignment.value, cls.module, assignment.method)
+                types = self.construction.value_types(self, assignment.value, cls.module, assignment.method, bound if in_init else None)
                 found.update(types if assignment.unpack is None else unpacked_types(types, assignment.unpack))
             initialised = initialised or sets_in_init
             annotation = cls.class_level_annotations.get(attribute)
@@ -429,9 +598,17 @@ class TypeInference:
             method = cls.method(attribute)
             if method is not None:
                 found.add(self.function(cls.module, method, Value(frozenset({OUTER}), frozenset({ClassType(info.qualified_name)}), path="self")))
-        result = frozenset(found)
-        self._attribute_types[key] = result
-        return result
+        construction = self.construction
+        found.update(construction.added_types(self, info, attribute, computed=False, bound=bound))  # `self.add_module("norm", m)`
+        if not found:  # registered under a name computed at run time: it may be this one
+            found.update(construction.added_types(self, info, attribute, bound=bound))
+        grown = construction.grown_types(self, info, attribute, bound)  # `self.blocks.append(m)`, `self.heads[k] = m`
+        if grown:
+            kinds = {t.kind for t in found if isinstance(t, ContainerType)} or {torch_api.SEQUENCE}
+            found.update(ContainerType(kind, grown) for kind in kinds)
+        if attribute == "_modules":
+            found.add(ContainerType(torch_api.MAPPING, construction.children(self, info)))
+        return frozenset(found)
 
     # -- functions ------------------------------------------------------------
 
@@ -485,6 +662,37 @@ class TypeInference:
                 return None
             current = current.parent
         return None
+
+
+MODULE_METHODS = torch_api.MODULE_RETURNING_METHODS | torch_api.CHILDREN_METHODS | torch_api.DESCENDANT_METHODS | {"values", "items", "get_submodule"}
+
+
+_GROWTH_METHODS = frozenset({"append", "extend", "insert", "update", "add_module", "register_module"})
+_CONTAINER_STARTS = frozenset({*torch_api.TORCH_CONTAINERS, "list", "dict", "OrderedDict"})
+
+
+def _is_container_start(value: ast.expr | None) -> bool:
+    """A literal or an (empty or filled) container constructor a scope then grows."""
+    if isinstance(value, (ast.List, ast.Tuple, ast.ListComp, ast.Dict, ast.DictComp)):
+        return True
+    if isinstance(value, ast.Call):
+        func = value.func
+        return (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "") in _CONTAINER_STARTS
+    return False
+
+
+def _is_bare_module(value: ast.expr | None, module: ModuleSymbols, scope: Scope) -> bool:
+    if not (isinstance(value, ast.Call) and not value.args and not value.keywords):
+        return False
+    func = value.func
+    if (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "") != "Module":
+        return False
+    return torch_api.torch_class(module.qualified_name(func, scope) or "") == "Module"
+
+
+def pattern_matches(attribute: str, pattern: tuple[str, str]) -> bool:
+    prefix, suffix = pattern
+    return len(attribute) >= len(prefix) + len(suffix) and attribute.startswith(prefix) and attribute.endswith(suffix)
 
 
 def display_name(scope: Scope) -> str:

@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 from ckptlint.regions import binding, torch_api
 from ckptlint.syntax import child_nodes, walk
 from ckptlint.classes import ClassIndex
-from ckptlint.regions.inference import TypeInference
+from ckptlint.regions.inference import MODULE_METHODS, TypeInference
 from ckptlint.regions.library_calls import LibraryCalls
 from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names
 from ckptlint.project import Project
@@ -448,10 +448,10 @@ class FunctionInterpreter:
         owner: tuple[str, str] | None = None
         for item in ordered(base.types):
             if isinstance(item, ClassType):
+                types.update(self.inference.instance_attribute_types(item, attribute))
                 info = self.analysis.classes.by_name(item.name)
                 if info is None:
                     continue
-                types.update(self.inference.attribute_types(info, attribute))
                 owner = (info.qualified_name, attribute)
                 reason = self.analysis.mutability.mutable_attributes(info).get(attribute)
                 if reason is not None:
@@ -605,6 +605,10 @@ class FunctionInterpreter:
         attribute = self.attribute_of(receiver, method)
         if any(isinstance(t, (ClassType, FunctionType, ContainerType)) for t in attribute.types):
             return self.invoke(attribute, node, arguments, keywords)  # `self.block(x)`: a module attribute
+        if method in MODULE_METHODS:  # `self.children()`, `self.blocks.values()`, `block.train()`
+            types = self.inference.module_method_types(method, receiver.types, node.args[0] if node.args else None)
+            if types is not None:
+                return Value(receiver.origins, types, receiver.volatile, f"{text}()", receiver.attribute)
         if method in torch_api.ALIASING_METHODS:
             types = element_types(receiver.types) if method in ("get", "setdefault", "values", "__getitem__") else receiver.types
             return Value(receiver.origins, types, receiver.volatile, f"{text}()", receiver.attribute)
@@ -662,7 +666,7 @@ class FunctionInterpreter:
                     element_value = Value(callee.origins, frozenset({element}), path=f"{callee.path}[...]")
                     results.append(self.invoke(element_value, node, arguments, keywords))
             elif isinstance(item, ClassObjectType):
-                results.append(Value(types=frozenset({self.inference.instance(item.name, node)})))
+                results.append(Value(types=self.inference.instance_types(item.name, node, self.module, self.scope, 0)))
         return merge(results) if results else LOCAL_VALUE
 
     def call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
@@ -672,12 +676,16 @@ class FunctionInterpreter:
         info = self.analysis.classes.by_name(item.name)
         if info is None:
             return LOCAL_VALUE
+        view = self.inference.construction.container_view(self.inference, item, None, None, None, 0)
+        receiver = module_value.renamed("self") if view is None else module_value.with_types({item, view}).renamed("self")
         for method in ("forward", "__call__"):
             found = self.analysis.classes.find_method(info, method)
             if found is not None:
                 owner, scope = found
-                function = self.inference.function(owner.module, scope, module_value.renamed("self"))
+                function = self.inference.function(owner.module, scope, receiver)
                 return self.call_function(function, node, arguments, keywords)
+        if view is not None and view.kind == torch_api.SEQUENTIAL:  # an nn.Sequential subclass runs what it registered
+            return self.invoke(Value(module_value.origins, frozenset({view}), path=module_value.path), node, arguments, keywords)
         self.library.inherited_forward(self, node, [a for a in self.analysis.classes.ancestors(info) if isinstance(a, str)], item.short)
         return LOCAL_VALUE
 

@@ -83,6 +83,9 @@ class LibraryCalls:
             attribute = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
             if isinstance(attribute, str):
                 return run.attribute_of(arguments[0], attribute)
+            if len(node.args) > 1:  # `getattr(self, f"layer{i}")`: any module the name can denote
+                types = run.inference.dynamic_attribute_types(arguments[0].types, node.args[1])
+                return Value(arguments[0].origins, types, arguments[0].volatile, path=f"{arguments[0].path}.<{ast.unparse(node.args[1])}>")
             return Value(arguments[0].origins, volatile=arguments[0].volatile, path=arguments[0].path)
         if short == "setattr" and arguments:
             run.mutate(arguments[0], node, "`setattr()` on")

@@ -61,6 +61,8 @@ class RegionResolver:
         if kind == MODEL:
             return self._selected_classes(region, call)
         types = self._region_types(region, call)
+        views = (self._container_view(t) for t in types if isinstance(t, ClassType))
+        types = types | frozenset(v for v in views if v is not None)  # an nn.Sequential subclass runs what it registered
         if kind == MODULES:
             types = element_types(types) | frozenset(t for t in types if isinstance(t, ClassType))
         entries: list[RegionEntry | RunningStatsRegion] = []
@@ -72,10 +74,29 @@ class RegionResolver:
                     entries.append(RunningStatsRegion(region, item.short))
                 entries.extend(self._module_entries(item, passed=_passed_arguments(call)))
             elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
-                for element in ordered(item.elements):
-                    if isinstance(element, ClassType):
-                        entries.extend(self._module_entries(element))
+                entries.extend(self._sequential_entries(item, region, set()))
         return entries
+
+    def _sequential_entries(self, container: ContainerType, region: ast.expr, seen: set[ContainerType]) -> list[RegionEntry | RunningStatsRegion]:
+        """Every module a Sequential runs; a norm among them is reported at the call (it has no line of its own)."""
+        if container in seen:
+            return []
+        seen.add(container)
+        entries: list[RegionEntry | RunningStatsRegion] = []
+        for element in ordered(container.elements):
+            if isinstance(element, ClassType):
+                if element.running_stats:
+                    entries.append(RunningStatsRegion(region, element.short))
+                entries.extend(self._module_entries(element))
+                view = self._container_view(element)
+                if view is not None and view.kind == torch_api.SEQUENTIAL:
+                    entries.extend(self._sequential_entries(view, region, seen))
+            elif isinstance(element, ContainerType) and element.kind == torch_api.SEQUENTIAL:
+                entries.extend(self._sequential_entries(element, region, seen))
+        return entries
+
+    def _container_view(self, item: ClassType) -> ContainerType | None:
+        return self.inference.construction.container_view(self.inference, item, None, None, None, 0)
 
     def _region_types(self, region: ast.expr, call: CheckpointCall) -> Types:
         module, scope = call.module, call.scope
@@ -148,7 +169,9 @@ class RegionResolver:
         if forward is None:
             return []
         owner, scope = forward
-        receiver = Value(frozenset({OUTER}), frozenset({ClassType(info.qualified_name)}), path="self")
+        instance = replace(item, name=info.qualified_name, running_stats=False)  # with the arguments its constructor was passed
+        view = self._container_view(instance)
+        receiver = Value(frozenset({OUTER}), frozenset({instance} if view is None else {instance, view}), path="self")
         arguments = tuple((name, Value(frozenset({CONST}), path=name)) for name in sorted(cleared) if name in _parameters(scope))
         positional, keywords = passed
         context = Context(receiver, arguments, entry=True, entry_positional=positional, entry_keywords=keywords)

@@ -69,6 +69,22 @@ TORCH_CONTAINERS = {
     "ModuleDict": MAPPING,
     "ParameterDict": MAPPING,
 }
+# Project classes deriving from a torch container behave as one (calling a Sequential subclass
+# without its own forward runs every registered module).
+TORCH_CONTAINER_BASES = {f"torch.nn.{name}": kind for name, kind in TORCH_CONTAINERS.items() if name.startswith("Module") or name == "Sequential"}
+TORCH_CONTAINER_BASES.update({f"torch.nn.modules.container.{name[len('torch.nn.'):]}": kind for name, kind in list(TORCH_CONTAINER_BASES.items())})
+BARE_MODULE = "torch.nn.Module"  # `nn.Module()` used as a namespace: its ClassType keeps the attributes set on it
+# nn.Module methods that return the module itself (`Block().to(device)`, `make_stage().train()`).
+MODULE_RETURNING_METHODS = frozenset(
+    {"to", "cuda", "cpu", "xpu", "ipu", "mtia", "float", "half", "bfloat16", "double", "type", "train", "eval",
+     "requires_grad_", "apply", "share_memory", "to_empty"}
+)  # fmt: skip
+# nn.Module methods iterating its registered submodules: direct ones, or recursively; `named_*` yield (name, module).
+CHILDREN_METHODS = frozenset({"children", "named_children"})
+DESCENDANT_METHODS = frozenset({"modules", "named_modules"})
+# External bases that say nothing about being an nn.Module (a class with only these is a plain object).
+NON_MODULE_BASE_PREFIXES = ("builtins.", "typing.", "typing_extensions.", "abc.", "enum.", "collections.", "dataclasses.")
+
 PYTHON_CONTAINER_CALLS = {
     "builtins.list": SEQUENCE,
     "builtins.tuple": SEQUENCE,

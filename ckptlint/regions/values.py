@@ -42,6 +42,9 @@ class ClassType:
 
     name: str
     running_stats: bool = False  # a torch norm module that updates running statistics in training
+    # what this instance's constructor call passed to the `__init__` parameters its attributes are
+    # built from (`Wrapper(inner=Block())`), each as the types in `ordered` order
+    arguments: tuple[tuple[str, tuple[Type, ...]], ...] = ()
 
     @property
     def short(self) -> str:
