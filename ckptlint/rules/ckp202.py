@@ -61,4 +61,7 @@ class ModuleStateMutation(RegionRule):
         "global-rebind": "rebinds module-level `{name}` (declared global): the replay does it again",
         "nonlocal-rebind": "rebinds `{name}` of the enclosing function (declared nonlocal), which outlives the region: "
         "the replay does it again",
+        "read-before-write": "{action} {subject}, state that outlives the region and that the region read before "
+        "writing it: the replay reads the forward's write instead of the value the forward read",
+        "volatile-store": "{action} {subject} {what} that depends on {reasons}: the replay stores a different one",
     }

@@ -70,4 +70,9 @@ class OuterStateMutation(RegionRule):
     """
     confirmed_by = frozenset({"container", "attribute"})
     kinds = frozenset({OUTER_STATE})
-    messages = {"mutation": "{action} {subject}, which outlives the region: the replay does it again"}
+    messages = {
+        "mutation": "{action} {subject}, which outlives the region: the replay does it again",
+        "read-before-write": "{action} {subject}, which outlives the region and which the region read before "
+        "writing it: the replay reads the forward's write instead of the value the forward read",
+        "volatile-store": "{action} {subject} {what} that depends on {reasons}: the replay stores a different one",
+    }
