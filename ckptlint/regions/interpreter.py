@@ -22,7 +22,7 @@ from ckptlint.syntax import child_nodes, walk
 from ckptlint.classes import ClassIndex
 from ckptlint.regions.inference import TypeInference
 from ckptlint.regions.library_calls import LibraryCalls
-from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names
+from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names, set_once_or_restored
 from ckptlint.regions.replay_writes import WriteTracker, body_rebinds, drop_guarded_writes, state_keys
 from ckptlint.regions.known_truth import constant_value, known_truth
 from ckptlint.project import Project
@@ -123,6 +123,7 @@ class FunctionInterpreter:
             writes=frozenset(tracker.written),
             reads=frozenset(tracker.read_first | tracker.exit_reads),
             settled=frozenset(tracker.settled),
+            accumulated=frozenset(tracker.accumulated),
             pending=tuple(tracker.pending),
         )
 
@@ -356,8 +357,8 @@ class FunctionInterpreter:
             self.assign(target.value, value, node)
         elif isinstance(target, ast.Attribute):
             base = self.eval(target.value)
-            lazy = isinstance(target.value, ast.Name) and f"{target.value.id}.{target.attr}" in lazy_initialised_names(self.scope.node)
-            if lazy:  # `if not self._ready: ...; self._ready = True` is set once, not again by the replay
+            once = isinstance(target.value, ast.Name) and f"{target.value.id}.{target.attr}" in set_once_or_restored(self.scope.node)
+            if once:  # set behind a "done" flag, or saved and put back: the replay leaves it as the forward did
                 self.tracker.store(state_keys(self._attribute_target(base, target.attr)), stable=True)
             else:
                 self.store_attribute(base, target.attr, target, "assigns", value)
@@ -380,7 +381,7 @@ class FunctionInterpreter:
     def rebind(self, target: ast.Name, key: StateKey, value: Value, variant: str, accumulating: bool) -> None:
         """`global g; g = v` or `nonlocal n; n = v`: CKP202 when the replay's rebinding differs."""
         name = target.id
-        if key[0] == "global" and name in lazy_initialised_names(self.scope.node):  # `if _x is None: _x = ...` is fine
+        if key[0] == "global" and name in set_once_or_restored(self.scope.node):  # behind `if _READY: return`
             self.tracker.store([key], stable=True)
             return
         if accumulating:

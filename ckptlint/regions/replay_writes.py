@@ -56,6 +56,7 @@ class WriteTracker:
     def __init__(self) -> None:
         self.written: set[StateKey] = set()
         self.settled: set[StateKey] = set()  # last written by a plain store the replay repeats identically
+        self.accumulated: set[StateKey] = set()  # added to or changed in place (not only stored)
         self.read_first: set[StateKey] = set()  # read before this run wrote it
         self.exit_reads: set[StateKey] = set()  # read first on a path that returned
         self.pending: list[PendingStore] = []  # plain stores: hazards only where a caller read the state first
@@ -75,12 +76,13 @@ class WriteTracker:
         this run stored plainly first (`self.n = 0; self.n += 1`) the result is still fixed."""
         for key in keys:
             self.written.add(key)
+            self.accumulated.add(key)
             self.writes.append((key, False))
 
     def store(self, keys: Iterable[StateKey], stable: bool) -> None:
         for key in keys:
             self.written.add(key)
-            self.writes.append((key, stable))
+            self.writes.append((key, True))
             if stable:
                 self.settled.add(key)
             else:
@@ -115,10 +117,11 @@ class WriteTracker:
             self.reads.append(key)
             if key not in self.written:
                 self.read_first.add(key)
+        self.accumulated |= summary.accumulated
         for key in sorted(summary.writes):
             stable = key in summary.settled or key in self.settled  # accumulating onto a settled value stays fixed
             self.written.add(key)
-            self.writes.append((key, key in summary.settled))
+            self.writes.append((key, key not in summary.accumulated))
             if stable:
                 self.settled.add(key)
             else:

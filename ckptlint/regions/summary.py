@@ -83,6 +83,7 @@ class Summary:
     writes: frozenset[StateKey] = frozenset()  # attributes and globals it (or its callees) writes
     reads: frozenset[StateKey] = frozenset()  # outliving state it reads before writing it
     settled: frozenset[StateKey] = frozenset()  # written state whose last write the replay repeats identically
+    accumulated: frozenset[StateKey] = frozenset()  # written state it added to or changed in place
     pending: tuple[PendingStore, ...] = ()  # plain stores, hazards where a caller read the state first
 
 
