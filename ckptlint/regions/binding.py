@@ -12,7 +12,7 @@ import ast
 from typing import TYPE_CHECKING, Callable
 
 from ckptlint.regions import torch_api
-from ckptlint.regions.library_calls import NONE_TYPE
+from ckptlint.regions.known_truth import constant_value, false_value
 from ckptlint.regions.summary import Context
 from ckptlint.regions.values import Types
 from ckptlint.regions.values import CONST, CONST_VALUE, INPUT, LOCAL, OUTER, ClassType, ContainerType, FunctionType, Value, merge
@@ -51,6 +51,8 @@ def parameter_values(node: ast.AST, context: Context, annotation_types: Callable
         annotation = annotation_types(parameter.annotation)
         if name in given:
             value = given[name]
+        elif context.entry and _false_by_checkpoint(context, name, free_positional):
+            value = false_value(name, none=None)
         elif context.entry and (name not in defaults or _passed_by_checkpoint(context, name, free_positional)):
             value = Value(frozenset({INPUT}), annotation, path=name)
         elif name in defaults:
@@ -76,6 +78,13 @@ def _passed_by_checkpoint(context: Context, name: str, free_positional: list[str
     return name in free_positional[: context.entry_positional]
 
 
+def _false_by_checkpoint(context: Context, name: str, free_positional: list[str]) -> bool:
+    """Does the checkpoint call pass this parameter a value that is false in a training step?"""
+    if name in context.entry_false_keywords:
+        return True
+    return name in free_positional and free_positional.index(name) in context.entry_false_positions
+
+
 def annotation_types(inference: TypeInference, module: ModuleSymbols, scope: Scope, annotation: ast.expr | None) -> Types:
     """Types a parameter annotation promises (`Tensor`, `list[int]`, a project class)."""
     if annotation is None:
@@ -95,8 +104,8 @@ def annotation_types(inference: TypeInference, module: ModuleSymbols, scope: Sco
 def _default_value(default: ast.expr) -> Value:
     if isinstance(default, (ast.List, ast.Dict, ast.Set)):
         return Value(frozenset({OUTER}), path="a mutable default argument")
-    if isinstance(default, ast.Constant) and default.value is None:
-        return Value(frozenset({CONST}), frozenset({NONE_TYPE}))
+    if isinstance(default, ast.Constant):
+        return constant_value(default.value) or CONST_VALUE
     return CONST_VALUE
 
 

@@ -22,7 +22,9 @@ from ckptlint.syntax import child_nodes, walk
 from ckptlint.classes import ClassIndex
 from ckptlint.regions.inference import MODULE_METHODS, TypeInference
 from ckptlint.regions.library_calls import LibraryCalls
-from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names
+from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names, set_once_or_restored
+from ckptlint.regions.replay_writes import WriteTracker, body_rebinds, drop_guarded_writes, state_keys
+from ckptlint.regions.known_truth import constant_value, known_truth
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, Binding, ModuleSymbols, Scope
 from ckptlint.regions.summary import (
@@ -34,6 +36,8 @@ from ckptlint.regions.summary import (
     UNSTABLE_BRANCH,
     Context,
     Effect,
+    PendingStore,
+    StateKey,
     Summary,
 )
 from ckptlint.regions.values import Type, Types
@@ -101,7 +105,7 @@ class FunctionInterpreter:
         self.effects: list[Effect] = []
         self._seen: set[tuple[str, int]] = set()
         self.returns: list[Value] = []
-        self.written: set[tuple[str, str]] = set()  # state this execution has written so far
+        self.tracker = WriteTracker()  # what this execution has read and written of outliving state
 
     # -- driver ---------------------------------------------------------------
 
@@ -112,7 +116,16 @@ class FunctionInterpreter:
             self.returns.append(self.eval(node.body))
         else:
             self.block(node.body)  # type: ignore[attr-defined]  # not a lambda: a def or a module, whose body is statements
-        return Summary(tuple(self.effects), merge(self.returns) if self.returns else LOCAL_VALUE, frozenset(self.written))
+        tracker = self.tracker
+        return Summary(
+            tuple(self.effects),
+            merge(self.returns) if self.returns else LOCAL_VALUE,
+            writes=frozenset(tracker.written),
+            reads=frozenset(tracker.read_first | tracker.exit_reads),
+            settled=frozenset(tracker.settled),
+            accumulated=frozenset(tracker.accumulated),
+            pending=tuple(tracker.pending),
+        )
 
     def bind_parameters(self) -> None:
         annotation_types = functools.partial(binding.annotation_types, self.inference, self.module, self.scope.parent or self.scope)
@@ -125,31 +138,62 @@ class FunctionInterpreter:
         self.record(Effect(kind, self.module, node, variant, tuple(facts.items()), depends_on=depends_on))
 
     def record(self, effect: Effect) -> None:
-        if effect.depends_on and effect.depends_on <= self.written:
-            return  # the region wrote that state itself earlier in this run: the replay reads the same
+        if effect.depends_on and effect.depends_on <= self.tracker.settled:
+            return  # the region stored that state itself earlier in this run: the replay reads the same
         if effect.key not in self._seen:
             self._seen.add(effect.key)
             self.effects.append(effect)
 
     def mutate(self, target: Value, node: ast.AST, action: str, tensor: bool = False) -> None:
-        """`target` is changed by `node`: a hazard when it outlives the region."""
+        """`target` is changed in place or added to by `node` (`append`, `+=`, `.add_()`): a
+        hazard when it outlives the region, since the replay adds to the forward's result."""
         if not target.outlives_region:
             return
-        if target.attribute is not None:
-            self.written.add(target.attribute)
-            _, name = target.attribute
-            self.written.update((t.name, name) for t in target.types if isinstance(t, ClassType))
-        self.written.update(("global", name) for name in target.global_names)
-        what = f"`{target.path}`" if target.path else "an object"
-        globals_ = target.global_names
-        if globals_:
-            self.add(GLOBAL_STATE, node, "mutation", action=action, subject=what)
+        self.tracker.accumulate(state_keys(target))
+        self.tracker.accumulate(("global", name) for name in target.global_names)
+        self.record(self._write_effect(target, node, "mutation", tensor, action=action))
+
+    def store(self, target: Value, node: ast.AST, action: str, value: Value, what: str = "a value") -> None:
+        """A plain store into `target` (`self.x = v`, `d[k] = v`): the replay stores again, which
+        changes something only if this run read the state first or the value is unstable."""
+        if not target.outlives_region:
             return
-        if tensor or self._is_tensor_state(target):
-            kind_of = self._tensor_kind(target)
-            self.add(TENSOR_STATE, node, "mutation", action=action, tensor_kind=kind_of, subject=what)
+        keys = state_keys(target)
+        if self._is_tensor_state(target):  # buffer reassignment stays CKP204
+            self.tracker.store(keys, stable=True)
+            self.record(self._write_effect(target, node, "mutation", False, action=action))
             return
-        self.add(OUTER_STATE, node, "mutation", action=action, subject=what)
+        reasons = self.tracker.unstable_reasons(value)
+        if self.tracker.read_before_written(keys):
+            self.tracker.store(keys, stable=False)
+            self.record(self._write_effect(target, node, "read-before-write", False, action=action))
+        elif reasons:
+            self.tracker.store(keys, stable=False)
+            text = "; ".join(reason.text for reason in reasons)
+            self.record(self._write_effect(target, node, "volatile-store", False, action=action, what=what, reasons=text))
+        else:
+            if self.tracker.first_write(keys):  # a caller that read this state first makes it a hazard
+                self.tracker.pending.append(PendingStore(keys, self._write_effect(target, node, "read-before-write", False, action=action)))
+            self.tracker.store(keys, stable=True)
+
+    def _write_effect(self, target: Value, node: ast.AST, variant: str, tensor: bool, **facts: str) -> Effect:
+        """The effect a write to `target` is reported as: module-level state (CKP202), tensor
+        state (CKP204) or another outliving object (CKP203)."""
+        subject = f"`{target.path}`" if target.path else "an object"
+        if target.global_names:
+            kind, extra = GLOBAL_STATE, {}
+        elif tensor or self._is_tensor_state(target):
+            kind, extra = TENSOR_STATE, {"tensor_kind": self._tensor_kind(target)}
+        else:
+            kind, extra = OUTER_STATE, {}
+        return Effect(kind, self.module, node, variant, tuple({**facts, **extra, "subject": subject}.items()))
+
+    def store_attribute(self, base: Value, attribute: str, node: ast.AST, action: str, value: Value) -> None:
+        """`base.attribute = value` (also `setattr(base, "attribute", value)`)."""
+        self.store(self._attribute_target(base, attribute), node, action, value)
+
+    def read_state(self, keys: Iterable[StateKey]) -> None:
+        self.tracker.read(keys)
 
     def _is_tensor_state(self, value: Value) -> bool:
         if value.attribute is not None and self._is_buffer_or_parameter(value.attribute):
@@ -190,7 +234,10 @@ class FunctionInterpreter:
         outcomes = []
         for body in bodies:
             self.env = dict(start)
+            mark = self.tracker.mark(0)
             self.block(body)
+            if body and isinstance(body[-1], (ast.Return, ast.Raise)):
+                self.tracker.leave_reads(mark)  # `if _READY: return _REGISTRY`: no later statement follows that read
             outcomes.append(self.env)
         self.env = _merge_envs(outcomes)
 
@@ -218,10 +265,7 @@ class FunctionInterpreter:
             if node.value is not None:
                 self.returns.append(self.eval(node.value))
         elif isinstance(node, ast.If):
-            test = self.eval(node.test)
-            if not _is_memo_check(node):
-                self.branch(node.test, test)
-            self.branches(node.body, node.orelse)
+            self.if_statement(node)
         elif isinstance(node, ast.While):
             self.branch(node.test, self.eval(node.test))
             self.loop(node.body, node.orelse)
@@ -267,19 +311,42 @@ class FunctionInterpreter:
                 name = alias.asname or alias.name.partition(".")[0]
                 self.env[name] = Value(frozenset({CONST}), path=name)
 
-    def assign(self, target: ast.expr, value: Value, node: ast.AST) -> None:
+    def if_statement(self, node: ast.If) -> None:
+        """Both branches, unless the test is known in this context (`if use_cache:` with
+        `use_cache=False`); a guard that closes itself sets what its body writes once."""
+        mark = self.tracker.mark(len(self.effects))
+        test = self.eval(node.test)
+        tested = self.tracker.tested_since(mark)
+        truth = known_truth(node.test, self.eval_name_quietly)
+        if truth is not None:
+            self.block(node.body if truth else node.orelse)
+            return
+        bound_before = [name for name in self.env if "." not in name]
+        self.branches(node.body, node.orelse)
+        if not node.orelse and tested and self.tracker.closes(tested, mark) and not body_rebinds(node.body, bound_before):
+            # `if self.pad is None: self.pad = ...; self.pad_size = n`: the forward sets it once, the replay skips it
+            for effect in drop_guarded_writes(self.effects, mark.effects):
+                self._seen.discard(effect.key)
+            self.tracker.excuse_guarded(tested, mark)
+            return
+        if not _is_memo_check(node):
+            self.branch(node.test, test)
+
+    def eval_name_quietly(self, name: str) -> Value | None:
+        """A local's value, for deciding a test: no reads logged, no effects."""
+        return self.env.get(name, self.closure.get(name))
+
+    def assign(self, target: ast.expr, value: Value, node: ast.AST, accumulating: bool = False) -> None:
         if isinstance(target, ast.Name):
             name = target.id
             if name in self.scope.globals:
-                self.written.add(("global", name))
-                if name not in lazy_initialised_names(self.scope.node):  # `if _x is None: _x = ...` is fine
-                    self.add(GLOBAL_STATE, target, "global-rebind", name=name)
+                self.rebind(target, ("global", name), value, "global-rebind", accumulating)
                 return
             if name in self.scope.nonlocals:
                 if self.context.closure_in_region and name in self.closure:
                     self.closure[name] = value  # the enclosing function's frame is inside the region too
                     return
-                self.add(GLOBAL_STATE, target, "nonlocal-rebind", name=name)
+                self.rebind(target, ("nonlocal", name), value, "nonlocal-rebind", accumulating)
                 return
             self.env[name] = replace(value, path=name)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -290,16 +357,39 @@ class FunctionInterpreter:
             self.assign(target.value, value, node)
         elif isinstance(target, ast.Attribute):
             base = self.eval(target.value)
-            lazy = isinstance(target.value, ast.Name) and f"{target.value.id}.{target.attr}" in lazy_initialised_names(self.scope.node)
-            if not lazy:  # `if not self._ready: ...; self._ready = True` is set once, not again by the replay
-                self.mutate(self._attribute_target(base, target.attr), target, "assigns")
+            once = isinstance(target.value, ast.Name) and f"{target.value.id}.{target.attr}" in set_once_or_restored(self.scope.node)
+            if once:  # set behind a "done" flag, or saved and put back: the replay leaves it as the forward did
+                self.tracker.store(state_keys(self._attribute_target(base, target.attr)), stable=True)
+            else:
+                self.store_attribute(base, target.attr, target, "assigns", value)
             if isinstance(target.value, ast.Name):  # later reads in this function see this value
                 self.env[f"{target.value.id}.{target.attr}"] = replace(value, path=f"{target.value.id}.{target.attr}")
         elif isinstance(target, ast.Subscript):
+            mark = self.tracker.mark(0)
             base = self.eval(target.value)
-            self.eval(target.slice)
-            if dotted_path(target.value) not in lazy_initialised_names(self.scope.node):  # a keyed memo is filled once
-                self.mutate(base, target, "item assignment into", tensor=self._input_tensor(base))
+            self.tracker.forget_reads(mark)  # loading the container to store into it is not reading its contents
+            key = self.eval(target.slice)
+            if dotted_path(target.value) in lazy_initialised_names(self.scope.node):  # a keyed memo is filled once
+                self.tracker.store(state_keys(base), stable=True)
+            elif self._input_tensor(base):
+                self.mutate(base, target, "item assignment into", tensor=True)
+            elif self.tracker.unstable_reasons(key):
+                self.store(base, target, "stores an item in", key, what="under a key")
+            else:
+                self.store(base, target, "stores an item in", value)
+
+    def rebind(self, target: ast.Name, key: StateKey, value: Value, variant: str, accumulating: bool) -> None:
+        """`global g; g = v` or `nonlocal n; n = v`: CKP202 when the replay's rebinding differs."""
+        name = target.id
+        if key[0] == "global" and name in set_once_or_restored(self.scope.node):  # behind `if _READY: return`
+            self.tracker.store([key], stable=True)
+            return
+        if accumulating:
+            self.tracker.accumulate([key])
+            self.add(GLOBAL_STATE, target, variant, name=name)
+            return
+        subject = Value(frozenset({GLOBAL + name}), path=name)
+        self.store(subject, target, "rebinds", value, what="to a value")
 
     def augmented_assign(self, node: ast.AugAssign) -> None:
         value = self.eval(node.value)
@@ -308,7 +398,7 @@ class FunctionInterpreter:
         if isinstance(target, ast.Name):
             name = target.id
             if name in self.scope.globals or name in self.scope.nonlocals:
-                self.assign(target, value, node)
+                self.assign(target, value, node, accumulating=True)
                 return
             current = self.eval(target)
             if current.outlives_region and self._input_tensor(current):
@@ -349,12 +439,20 @@ class FunctionInterpreter:
         return Value(volatile=frozenset(volatile))
 
     def eval_Constant(self, node: ast.Constant) -> Value:
-        return CONST_VALUE
+        return constant_value(node.value) or CONST_VALUE
 
     def eval_Name(self, node: ast.Name) -> Value:
+        value = self._name_value(node)
+        if value.outlives_region and value.attribute is None and not value.global_names and value.path:
+            self.read_state(state_keys(value))  # a container passed in or closed over (`stats.get(k)`)
+        return value
+
+    def _name_value(self, node: ast.Name) -> Value:
         name = node.id
         if name in self.env:
             return self.env[name]
+        if name in self.scope.nonlocals:
+            self.read_state([("nonlocal", name)])
         if name in self.closure:
             return self.closure[name]
         return self.free_name(name, node)
@@ -393,6 +491,7 @@ class FunctionInterpreter:
         return self._global_object(module, name, types)
 
     def _global_object(self, module: ModuleSymbols, name: str, types: Types) -> Value:
+        self.read_state([("global", name)])
         reason = self.analysis.mutability.mutable_globals(module).get(name)
         volatile = frozenset({Volatility(f"global `{name}` ({reason})", ("global", name))}) if reason else frozenset()
         return Value(frozenset({GLOBAL + name}), types, volatile, path=name)
@@ -427,8 +526,7 @@ class FunctionInterpreter:
         path = f"{base.path}.{attribute}" if base.path else attribute
         if not owners:
             return Value(base.origins, path=path)
-        for owner in owners[1:]:
-            self.written.add((owner, attribute))
+        self.tracker.written.update((owner, attribute) for owner in owners[1:])
         return Value(base.origins, path=path, attribute=(owners[0], attribute))
 
     def attribute_of(self, base: Value, attribute: str) -> Value:
@@ -441,6 +539,8 @@ class FunctionInterpreter:
             return Value(frozenset({CONST}), path=path)
         if not base.outlives_region:
             return Value(base.origins, volatile=base.volatile, path=path)
+        owners = [(t.name, attribute) for t in ordered(base.types) if isinstance(t, ClassType) and self.analysis.classes.by_name(t.name)]
+        self.read_state(owners or [("path", path)])
         types: set[Type] = set()
         # which object `base` is may change; what a branch reads is the attribute's own value,
         # so only the attribute's mutability counts (`self.dispatcher.routing_map`)
@@ -700,7 +800,8 @@ class FunctionInterpreter:
         summary = self.analysis.summary(module, scope, context)
         for effect in summary.effects:
             self.record(replace(effect, chain=(function.name, *effect.chain)))
-        self.written |= summary.writes
+        for effect in self.tracker.merge_callee(summary, function.name):  # stores of state this run read first
+            self.record(effect)
         return summary.returns
 
 

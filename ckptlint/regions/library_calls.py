@@ -88,7 +88,11 @@ class LibraryCalls:
                 return Value(arguments[0].origins, types, arguments[0].volatile, path=f"{arguments[0].path}.<{ast.unparse(node.args[1])}>")
             return Value(arguments[0].origins, volatile=arguments[0].volatile, path=arguments[0].path)
         if short == "setattr" and arguments:
-            run.mutate(arguments[0], node, "`setattr()` on")
+            attribute = node.args[1].value if len(node.args) > 2 and isinstance(node.args[1], ast.Constant) else None
+            if isinstance(attribute, str):  # a plain store under a fixed name
+                run.store_attribute(arguments[0], attribute, node, "sets (with `setattr()`)", arguments[2])
+            else:
+                run.mutate(arguments[0], node, "`setattr()` on")
             return CONST_VALUE
         if short == "super":
             return CONST_VALUE

@@ -58,7 +58,7 @@ class FunctionFacts:
     names given to `register_buffer`/`register_parameter`.
     """
 
-    __slots__ = ("writes", "lazy", "calls_on", "called_names", "registered")
+    __slots__ = ("writes", "lazy", "once", "calls_on", "called_names", "registered")
 
     def __init__(self, function: ast.AST):
         self.writes: list[tuple[ast.AST, ast.expr, str]] = []
@@ -101,19 +101,32 @@ class FunctionFacts:
                 truth_tested |= tested_here
                 lazy |= tested_here
                 if isinstance(node, ast.If):
-                    # memoisation: `if key != _loaded: _fn = load(key); _loaded = key` re-runs only on a new key
-                    tested = {n.id for n in walk(node.test) if isinstance(n, ast.Name)}
+                    # a guard its body closes sets everything under it once: memoisation (`if key !=
+                    # _loaded: _fn = load(key); _loaded = key`), lazy initialisation with its siblings
+                    # (`if self.pad is None: self.pad = ...; self.pad_size = n`), `if n > self.cached: ...`
+                    tested = {path for n in walk(node.test) if isinstance(n, ast.expr) for path in [dotted_path(n)] if path}
                     assigned = {
+                        path
+                        for stmt in node.body
+                        for n in walk(stmt)
+                        if isinstance(n, ast.Assign)
+                        for t in n.targets
+                        for path in [dotted_path(t)]
+                        if path
+                    }
+                    assigned |= {
                         t.id for stmt in node.body for n in walk(stmt) if isinstance(n, ast.Assign) for t in _names(n.targets)
                     }
                     if tested & assigned:
                         lazy.update(assigned)
+        once: set[str] = set()
         if truth_tested & set_true:  # `if _READY: return; _TRACKER = make(); _READY = True`
-            lazy.update(assigned_paths)
+            once.update(assigned_paths)
         # `old = self.mode` (old bound once) ... `self.mode = old`: the function leaves it as it found it
         saved = {target: source for target, source in copies if bindings_of.get(target) == 1}
         restored = {target for target, source in copies if saved.get(source) == target}
-        self.lazy = frozenset(lazy | restored)
+        self.once = frozenset(once | restored)
+        self.lazy = frozenset(lazy | self.once)
 
 
 def function_facts(function: ast.AST) -> FunctionFacts:
@@ -131,6 +144,13 @@ def lazy_initialised_names(function: ast.AST) -> frozenset[str]:
     every later one (a replay included) sees the same value.
     """
     return function_facts(function).lazy
+
+
+def set_once_or_restored(function: ast.AST) -> frozenset[str]:
+    """Names and paths a function sets behind a "done" flag it sets itself, or saves and puts
+    back: the replay leaves them as the forward did. (Guards that test the state they set are
+    followed where they stand, by the interpreter; `lazy_initialised_names` is wider.)"""
+    return function_facts(function).once
 
 
 def _names(targets: list[ast.expr]) -> Iterator[ast.Name]:

@@ -19,6 +19,8 @@ from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULES
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.regions.summary import Context
 from ckptlint.regions.inference import TypeInference, display_name
+from ckptlint.regions.known_truth import false_value
+from ckptlint.regions.training_step import CHECKPOINT_KEYWORDS, false_arguments
 from ckptlint.symbols import ModuleSymbols, Scope, positional_parameters
 from ckptlint.regions.values import Types
 from ckptlint.regions.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types, ordered
@@ -72,7 +74,7 @@ class RegionResolver:
             elif isinstance(item, ClassType):
                 if item.running_stats:
                     entries.append(RunningStatsRegion(region, item.short))
-                entries.extend(self._module_entries(item, passed=_passed_arguments(call)))
+                entries.extend(self._module_entries(item, passed=_passed_arguments(call), false=false_arguments(call)))
             elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
                 entries.extend(self._sequential_entries(item, region, set()))
         return entries
@@ -142,7 +144,17 @@ class RegionResolver:
         arguments = tuple(sorted((name, value) for name, value in bound.items() if name in params))
         closure = tuple(sorted((name, value) for name, value in bound.items() if name not in params))
         positional, keywords = _passed_arguments(call)
-        context = Context(function.receiver, arguments, closure, entry=True, entry_positional=positional, entry_keywords=keywords)
+        false_positions, false_keywords = false_arguments(call)
+        context = Context(
+            function.receiver,
+            arguments,
+            closure,
+            entry=True,
+            entry_positional=positional,
+            entry_keywords=keywords,
+            entry_false_positions=false_positions,
+            entry_false_keywords=false_keywords,
+        )
         return RegionEntry(module, scope, context, display_name(scope))
 
     def _class_flag(self, info: ClassInfo, name: str | None) -> bool:
@@ -160,7 +172,11 @@ class RegionResolver:
         return False
 
     def _module_entries(
-        self, item: ClassType, cleared: tuple[str, ...] = (), passed: tuple[int | None, tuple[str, ...]] = (None, ())
+        self,
+        item: ClassType,
+        cleared: tuple[str, ...] = (),
+        passed: tuple[int | None, tuple[str, ...]] = (None, ()),
+        false: tuple[tuple[int, ...], tuple[str, ...]] = ((), ()),
     ) -> list[RegionEntry | RunningStatsRegion]:
         info = self.classes.by_name(item.name)
         if info is None:
@@ -172,9 +188,18 @@ class RegionResolver:
         instance = replace(item, name=info.qualified_name, running_stats=False)  # with the arguments its constructor was passed
         view = self._container_view(instance)
         receiver = Value(frozenset({OUTER}), frozenset({instance} if view is None else {instance, view}), path="self")
-        arguments = tuple((name, Value(frozenset({CONST}), path=name)) for name in sorted(cleared) if name in _parameters(scope))
+        # a cleared cache argument is None, `use_cache` is False
+        arguments = tuple((name, false_value(name, none=name != "use_cache")) for name in sorted(cleared) if name in _parameters(scope))
         positional, keywords = passed
-        context = Context(receiver, arguments, entry=True, entry_positional=positional, entry_keywords=keywords)
+        context = Context(
+            receiver,
+            arguments,
+            entry=True,
+            entry_positional=positional,
+            entry_keywords=keywords,
+            entry_false_positions=false[0],
+            entry_false_keywords=false[1],
+        )
         return [RegionEntry(owner.module, scope, context, display_name(scope))]
 
     def _selected_classes(self, check_fn: ast.expr, call: CheckpointCall) -> list[RegionEntry | RunningStatsRegion]:
@@ -193,10 +218,6 @@ class RegionResolver:
         return entries
 
 
-# torch.utils.checkpoint's own keywords; every other keyword goes to the region (non-reentrant)
-_CHECKPOINT_KEYWORDS = frozenset(
-    {"use_reentrant", "context_fn", "determinism_check", "debug", "early_stop", "preserve_rng_state", "function"}
-)
 
 
 def _passed_arguments(call: CheckpointCall) -> tuple[int | None, tuple[str, ...]]:
@@ -207,7 +228,7 @@ def _passed_arguments(call: CheckpointCall) -> tuple[int | None, tuple[str, ...]
         return None, ()
     if len(arguments.positional) < start:  # curried or decorator form: the arguments come later
         return None, ()
-    keywords = tuple(sorted(k for k in arguments.keywords if k not in _CHECKPOINT_KEYWORDS))
+    keywords = tuple(sorted(k for k in arguments.keywords if k not in CHECKPOINT_KEYWORDS))
     return max(0, len(arguments.positional) - start), keywords
 
 

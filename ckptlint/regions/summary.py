@@ -27,6 +27,7 @@ GRAD_MODE_BRANCH = "grad-mode-branch"  # CKP206 when the replay is reentrant
 TORCH_RANDOM = "torch-random"  # not a finding: tells CKP102 whether RNG matters
 
 Facts = tuple[tuple[str, str], ...]
+StateKey = tuple[str, str]  # state that outlives the region: (class, attribute), ("global", name), ("path", path)
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +50,15 @@ class Effect:
 
 
 @dataclass(frozen=True)
+class PendingStore:
+    """A plain store whose replay changes something only if the state was read before it in
+    the same run: a caller that read `keys` first reports `effect`."""
+
+    keys: frozenset[StateKey]
+    effect: Effect
+
+
+@dataclass(frozen=True)
 class Context:
     """What a function is called with: `self`, its arguments, its closure; entries take inputs."""
 
@@ -59,6 +69,10 @@ class Context:
     # how many positional arguments and which keywords the checkpoint call passes (None: unknown, all)
     entry_positional: int | None = None
     entry_keywords: tuple[str, ...] = ()
+    # parameters the checkpoint call passes a value that is false in a checkpointed training
+    # step (`use_cache` after `if self.gradient_checkpointing and self.training: use_cache = False`)
+    entry_false_positions: tuple[int, ...] = ()
+    entry_false_keywords: tuple[str, ...] = ()
     closure_in_region: bool = False  # the closure's variables belong to a frame inside the region
 
 
@@ -66,7 +80,11 @@ class Context:
 class Summary:
     effects: tuple[Effect, ...] = ()
     returns: Value = LOCAL_VALUE
-    writes: frozenset[tuple[str, str]] = frozenset()  # attributes and globals it (or its callees) writes
+    writes: frozenset[StateKey] = frozenset()  # attributes and globals it (or its callees) writes
+    reads: frozenset[StateKey] = frozenset()  # outliving state it reads before writing it
+    settled: frozenset[StateKey] = frozenset()  # written state whose last write the replay repeats identically
+    accumulated: frozenset[StateKey] = frozenset()  # written state it added to or changed in place
+    pending: tuple[PendingStore, ...] = ()  # plain stores, hazards where a caller read the state first
 
 
 EMPTY_SUMMARY = Summary()

@@ -16,8 +16,12 @@ class ModuleStateMutation(RegionRule):
         advances twice; a cache keyed on the step is overwritten by the replay.
 
         Rebinding a name declared `global` or `nonlocal`, and mutating an object bound at
-        module level (`AUX_LOSSES.append(...)`, `CACHE[k] = v`, `STATS.calls += 1`), are
-        CKP202. A container of an enclosing function mutated without `nonlocal` is CKP203.
+        module level (`AUX_LOSSES.append(...)`, `CACHE[k] = CACHE.get(k, 0) + 1`,
+        `STATS.calls += 1`), are CKP202. As for CKP203, a plain store or rebinding is
+        reported only when the region read that state before writing it in the same run, or
+        when the value depends on a draw, the clock or state changed elsewhere: `CACHE["last"]
+        = scores` stores the same scores again, and `if _x is None: _x = build()` builds once.
+        A container of an enclosing function mutated without `nonlocal` is CKP203.
     """
     bad = """
         import torch
@@ -61,4 +65,7 @@ class ModuleStateMutation(RegionRule):
         "global-rebind": "rebinds module-level `{name}` (declared global): the replay does it again",
         "nonlocal-rebind": "rebinds `{name}` of the enclosing function (declared nonlocal), which outlives the region: "
         "the replay does it again",
+        "read-before-write": "{action} {subject}, state that outlives the region and that the region read before "
+        "writing it: the replay reads the forward's write instead of the value the forward read",
+        "volatile-store": "{action} {subject} {what} that depends on {reasons}: the replay stores a different one",
     }

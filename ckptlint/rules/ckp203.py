@@ -7,14 +7,27 @@ from ckptlint.rules.base import RegionRule
 class OuterStateMutation(RegionRule):
     code = "CKP203"
     name = "outer-state-mutation"
-    summary = "The region mutates a container or attribute that outlives it (`self.losses.append`, `self.n += 1`)."
+    summary = (
+        "The region mutates a container or attribute that outlives it so that the replay changes it again "
+        "(`self.losses.append`, `self.n += 1`, a store after reading it)."
+    )
     explanation = """
-        The replay repeats every side effect of the region. `self.aux_losses.append(l)`
-        appends twice per step (a mixture-of-experts load-balancing loss is counted twice,
-        and the replayed copy's graph is freed after backward); `self.calls += 1` counts
-        twice; `self.cache = h` is overwritten by the replay's tensor; `cache[k] = v` on a
-        dict passed in is written twice. Mutation through an alias is the same
-        (`acc = self.losses; acc.append(l)`).
+        The replay repeats every side effect of the region; it is a hazard when the repeat
+        changes something. Accumulating writes always do: `self.aux_losses.append(l)` appends
+        twice per step (a mixture-of-experts load-balancing loss is counted twice, and the
+        replayed copy's graph is freed after backward); `self.calls += 1` counts twice;
+        `extend`, `insert`, `pop`, `update` on a container passed in or kept on `self` the
+        same. Mutation through an alias is the same (`acc = self.losses; acc.append(l)`).
+
+        A plain store (`self.cache = h`, `d[k] = v`, `setattr(self, "x", v)`) puts back what
+        the forward stored, so it is reported only when (a) the region read that state
+        before writing it in the same run (`self.smoothed = 0.9 * self.smoothed + s`, or
+        `last = self.last` before `self.last = x`): the replay reads the forward's write; or
+        (b) the stored value, or the key, depends on a Python or NumPy draw, the clock, or
+        state another method changes: the replay stores a different one. Per-forward scratch
+        computed from the inputs (`self.attn_weights = w`), constants, lazy initialisation
+        (`if self.pad is None: ...`, siblings included), memos keyed by their input, and
+        state saved and put back are not reported.
 
         Containers and objects created inside the region are fine to mutate. A registered
         buffer or parameter is CKP204; module-level state is CKP202.
@@ -70,4 +83,9 @@ class OuterStateMutation(RegionRule):
     """
     confirmed_by = frozenset({"container", "attribute"})
     kinds = frozenset({OUTER_STATE})
-    messages = {"mutation": "{action} {subject}, which outlives the region: the replay does it again"}
+    messages = {
+        "mutation": "{action} {subject}, which outlives the region: the replay does it again",
+        "read-before-write": "{action} {subject}, which outlives the region and which the region read before "
+        "writing it: the replay reads the forward's write instead of the value the forward read",
+        "volatile-store": "{action} {subject} {what} that depends on {reasons}: the replay stores a different one",
+    }

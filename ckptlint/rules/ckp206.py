@@ -15,6 +15,12 @@ class UnstableBranch(RegionRule):
         the other way in backward: the gradient is that of another computation, or
         checkpoint raises because the replay saved a different number of tensors.
 
+        A branch on state the region itself stored earlier in the same run, with a value the
+        replay stores again, is stable; a branch on state it accumulated earlier in the run is
+        not: after `self.calls += 1`, `if self.calls % 2 == 0:` takes the other branch in the
+        replay. A lazy-initialisation or memo guard (`if self.pad is None:`, `if n >
+        self.cached_len:`) whose body sets what it tests is not reported either.
+
         `torch.is_grad_enabled()` is a hazard only under reentrant checkpoint (explicitly
         or by default), which runs the forward under `no_grad` and the replay with grad
         enabled. Branches on `self.training`, on constants and on the inputs' values are
