@@ -22,6 +22,7 @@ from ckptlint.syntax import child_nodes, walk
 from ckptlint.classes import ClassIndex
 from ckptlint.regions.inference import TypeInference
 from ckptlint.regions.library_calls import LibraryCalls
+from ckptlint.regions.libraries import reached_at
 from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, Binding, ModuleSymbols, Scope
@@ -690,8 +691,10 @@ class FunctionInterpreter:
         if context is None:  # the call cannot bind to this callee: it is not the one called
             return LOCAL_VALUE
         summary = self.analysis.summary(module, scope, context)
+        into_library = module.library and not self.module.library  # reported at this line (regions/libraries.py)
         for effect in summary.effects:
-            self.record(replace(effect, chain=(function.name, *effect.chain)))
+            effect = replace(effect, chain=(function.name, *effect.chain))
+            self.record(reached_at(effect, self.module, node) if into_library else effect)
         self.written |= summary.writes
         return summary.returns
 
