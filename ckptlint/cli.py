@@ -347,7 +347,7 @@ def confirm(
 
     try:
         code = run_confirm(target, arguments, module is not None, sample, report_file, findings_file, lint_paths, witness, exit_zero)
-    except UnsupportedTorch as exc:
+    except (UnsupportedTorch, ConfigError) as exc:  # ConfigError: a bad configuration or --python for --lint
         _fail(str(exc))
     sys.exit(code)
 
