@@ -16,7 +16,7 @@ from typing import Any, Callable, NoReturn, Sequence
 import click
 
 from ckptlint import __version__
-from ckptlint.config import ConfigError, parse_codes
+from ckptlint.config import ConfigError, interpreter_path, parse_codes
 from ckptlint.frontend import cache_directory_for, linter_for, project_root_for, resolve_config
 from ckptlint.result import LintResult, PathProblem
 
@@ -101,6 +101,8 @@ _LINT_PARAMETERS = (
     "jobs",
     "no_cache",
     "cache_dir",
+    "python",
+    "no_libraries",
 )
 
 
@@ -136,6 +138,12 @@ def lint_options(function: Callable[..., None]) -> Callable[..., None]:
             envvar="CKPTLINT_CACHE_DIR",
             help="Where the cache lives [default: .ckptlint_cache in the project root; env CKPTLINT_CACHE_DIR].",
         ),
+        click.option(
+            "--python",
+            metavar="PATH",
+            help="The interpreter whose installed libraries regions are followed into (read, never imported) [default: the one running ckptlint].",
+        ),
+        click.option("--no-libraries", is_flag=True, help="Do not follow regions into installed libraries."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -160,6 +168,8 @@ class LintRequest:
     jobs: int | None = None
     no_cache: bool = False
     cache_dir: str | None = None
+    python: str | None = None
+    no_libraries: bool = False
     want_fixes: bool = False
     want_calls: bool = False
     report_unused_noqa: bool | None = None
@@ -180,6 +190,8 @@ class LintRequest:
                 exclude=tuple(_split(self.exclude)) if self.exclude else None,
                 extend_exclude=tuple(_split(self.extend_exclude)) if self.extend_exclude else None,
                 report_unused_noqa=self.report_unused_noqa,
+                python=interpreter_path(self.python, Path.cwd()) if self.python else None,
+                libraries=False if self.no_libraries else None,
             )
         except ConfigError as exc:
             _fail(str(exc))
@@ -190,16 +202,19 @@ class LintRequest:
             overlays[Path(os.path.abspath(stdin_path))] = self._stdin
             self.from_stdin = True
         root = None if self.no_project else project_root_for(config, targets)
-        linter = linter_for(
-            config,
-            root,
-            overlays=overlays,
-            jobs=self.jobs,
-            no_cache=self.no_cache,
-            cache_dir=self.cache_dir,
-            want_fixes=self.want_fixes,
-            want_calls=self.want_calls,
-        )
+        try:
+            linter = linter_for(
+                config,
+                root,
+                overlays=overlays,
+                jobs=self.jobs,
+                no_cache=self.no_cache,
+                cache_dir=self.cache_dir,
+                want_fixes=self.want_fixes,
+                want_calls=self.want_calls,
+            )
+        except ConfigError as exc:  # an interpreter that cannot be asked: a bad option, as a bad code is
+            _fail(f"{exc} (--python, or `python =` in [tool.ckptlint]; --no-libraries lints without them)")
         result = linter.lint_paths(targets, self.force_exclude, root)
         _report_problems(result.problems)
         return result
@@ -332,7 +347,7 @@ def confirm(
 
     try:
         code = run_confirm(target, arguments, module is not None, sample, report_file, findings_file, lint_paths, witness, exit_zero)
-    except UnsupportedTorch as exc:
+    except (UnsupportedTorch, ConfigError) as exc:  # ConfigError: a bad configuration or --python for --lint
         _fail(str(exc))
     sys.exit(code)
 

@@ -6,6 +6,7 @@ Every problem is one line naming the file and the key, raised as ConfigError.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -57,6 +58,8 @@ KEYS = (
     "extend-exclude",
     "checkpoint-functions",
     "report-unused-noqa",
+    "python",
+    "libraries",
 )
 
 
@@ -76,6 +79,8 @@ class Config:
     extend_exclude: tuple[str, ...] = ()
     checkpoint_functions: tuple[CheckpointAPI, ...] = field(default=())
     report_unused_noqa: bool = False
+    python: str | None = None  # the interpreter whose installed libraries regions are followed into; None: ckptlint's own
+    libraries: bool = True  # follow regions into installed libraries (read, never imported)
 
     @property
     def all_excludes(self) -> tuple[str, ...]:
@@ -153,15 +158,30 @@ def parse_table(table: dict[str, Any], path: Path, prefix: str = "[tool.ckptlint
             (pattern, _codes(codes, functools.partial(fail, f"per-file-ignores.{pattern}")))
             for pattern, codes in raw.items()
         )
-    if "report-unused-noqa" in table:
-        if not isinstance(table["report-unused-noqa"], bool):
-            raise fail("report-unused-noqa", "expected true or false")
-        values["report_unused_noqa"] = table["report-unused-noqa"]
+    for key in ("report-unused-noqa", "libraries"):
+        if key in table:
+            if not isinstance(table[key], bool):
+                raise fail(key, "expected true or false")
+            values[key.replace("-", "_")] = table[key]
+    if "python" in table:
+        python = table["python"]
+        if not isinstance(python, str) or not python:
+            raise fail("python", "expected the path of a Python interpreter (or a command name on PATH)")
+        values["python"] = interpreter_path(python, path.parent)
     if "checkpoint-functions" in table:
         values["checkpoint_functions"] = tuple(
             _checkpoint_functions(table["checkpoint-functions"], fail)
         )
     return Config(root=path.parent, path=path, **values)
+
+
+def interpreter_path(value: str, directory: Path) -> str:
+    """A configured interpreter: a path relative to the configuration's directory, or a bare
+    command name (`python3`), looked up on PATH when it is asked for its import path."""
+    expanded = os.path.expanduser(value)
+    if os.sep not in expanded and (os.altsep is None or os.altsep not in expanded):
+        return expanded
+    return os.path.normpath(directory / expanded)
 
 
 def parse_codes(values: Iterable[str], what: str) -> tuple[str, ...]:

@@ -41,7 +41,7 @@ class Flake8Plugin:
 
 def findings_for_file(filename: str, text: str) -> list[Finding]:
     from ckptlint.config import Config, ConfigError
-    from ckptlint.frontend import linter_for, project_root_for, resolve_config
+    from ckptlint.frontend import libraries_for, linter_for, project_root_for, resolve_config
     from ckptlint.project import display_path
 
     # with --stdin-display-name flake8 passes the display name: a file that is not there
@@ -53,6 +53,10 @@ def findings_for_file(filename: str, text: str) -> list[Finding]:
     except ConfigError:
         config = Config(root=Path.cwd())
     config = replace(config, select=("CKP",), extend_select=(), ignore=(), per_file_ignores=())
+    try:
+        libraries_for(config)  # asked once per interpreter: the linters below reuse the answer
+    except ConfigError:  # flake8 has no channel for it: lint without libraries, as with a bad configuration
+        config = replace(config, libraries=False)
     root = project_root_for(config, [path])
     own = display_path(absolute)
     # flake8 hands over lines it decoded itself (with a latin-1 fallback Python does not

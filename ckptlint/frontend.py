@@ -10,7 +10,11 @@ find the configuration. Here is the one answer they all use:
 - project root (where other files can reach the named ones through checkpoint calls): the
   configuration's directory, else the nearest directory holding a project marker;
 - cache: `--cache-dir`, else CKPTLINT_CACHE_DIR, else `.ckptlint_cache` in the project
-  root, else in the configuration's root.
+  root, else in the configuration's root;
+- installed libraries: those of `--python` / `python =`, else of the interpreter running
+  ckptlint, unless `--no-libraries` / `libraries = false` (libraries.py). An interpreter that
+  cannot be asked is a ConfigError, as a bad option is: the command line exits 2, the
+  language server and the flake8 plugin say so and lint without libraries.
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from ckptlint.config import Config, find_config, load_config
+from ckptlint.config import Config, ConfigError, find_config, load_config
 from ckptlint.engine.cache import CACHE_DIR_NAME
 from ckptlint.engine.discovery import find_project_root
 from ckptlint.engine.linter import Linter
 from ckptlint.engine.parallel import default_jobs
+from ckptlint.libraries import Libraries, PythonError, libraries
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 STDIN = "-"  # the path that stands for standard input; it names no directory to start from
@@ -79,6 +84,15 @@ def cache_directory_for(paths: Sequence[Path], cache_dir: str | os.PathLike[str]
     return cache_directory(config, project_root_for(config, paths))
 
 
+def libraries_for(config: Config) -> Libraries:
+    """The installed libraries regions are followed into; raises ConfigError for an
+    interpreter that cannot say its import path."""
+    try:
+        return libraries(config.python, config.libraries)
+    except PythonError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def linter_for(
     config: Config,
     root: Path | None,
@@ -92,7 +106,8 @@ def linter_for(
     want_calls: bool = False,
 ) -> Linter:
     """A `Linter` whose cache is where every front-end looks for it. `root` is the project
-    root the caller lints with (None: no project); `jobs` None means one worker per core."""
+    root the caller lints with (None: no project); `jobs` None means one worker per core.
+    Raises ConfigError when `config.python` cannot be asked for its libraries."""
     return Linter(
         config,
         overlays=overlays,
@@ -101,4 +116,5 @@ def linter_for(
         cache_dir=None if no_cache else cache_directory(config, root, cache_dir),
         want_fixes=want_fixes,
         want_calls=want_calls,
+        libraries=libraries_for(config),
     )

@@ -5,6 +5,13 @@ file's import root is the first ancestor directory without an `__init__.py`.
 Regions reach other modules through `import` statements; those modules are read
 and parsed only when something asks for them.
 
+Names that no project root holds are looked up in the installed libraries' directories
+(libraries.py), after the project's roots as `sys.path` puts the script's directory first.
+A library module is loaded and parsed like a project module, lazily, but marked `library`:
+it is read-only context, never linted, and its hazards are reported at the project line
+that reaches them (regions/libraries.py). Its display path is relative to its library
+directory (`fakezoo/blocks.py`), as a message names it.
+
 Two roots can hold the same top-level name (`examples/a/train.py` and
 `examples/b/train.py`). Internally the first root to claim a name keeps it and later
 ones get `train@1`, `train@2`; an absolute import resolves in the importing file's own
@@ -19,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ckptlint.finding import Finding
+from ckptlint.libraries import never_read
 from ckptlint.source import DecodeError, SourceFile, decode_source
 from ckptlint.symbols import CLASSDEF, DEF, Binding, ModuleSymbols
 from ckptlint.syntax import parse, parse_error
@@ -48,7 +56,7 @@ class LoadedModule:
     """A module read from disk (or an editor buffer): its symbols, or why it has none.
     `digest` identifies the content that was analysed (for the cache)."""
 
-    __slots__ = ("path", "source", "symbols", "error", "digest", "name", "edges")
+    __slots__ = ("path", "source", "symbols", "error", "digest", "name", "edges", "library")
 
     def __init__(
         self,
@@ -66,6 +74,7 @@ class LoadedModule:
         self.digest = digest
         self.name = name  # internal module name
         self.edges: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # what its code can reach (worker.module_edges)
+        self.library = False  # an installed library's module: read-only context
 
 
 def content_digest(content: bytes | str) -> str:
@@ -94,6 +103,7 @@ class Project:
         is_excluded: Callable[[Path], bool] | None = None,
         overlays: dict[Path, bytes | str] | None = None,
         base: Path | None = None,
+        libraries: Iterable[Path | str] = (),
     ):
         self._keys: dict[str, Path] = {}
         self.is_excluded = is_excluded or (lambda path: False)
@@ -107,6 +117,9 @@ class Project:
         self._head_index: dict[str, Path] | None = None  # internal top-level name -> root
         self._heads: dict[tuple[Path, str], str] = {}  # (root, top-level name) -> internal name
         self.roots: list[Path] = []
+        self.library_roots = [self._key(directory) for directory in libraries]  # in import order
+        self._library_heads: dict[str, Path] | None = None  # top-level name -> library directory
+        self._library_root_of: dict[Path, Path] = {}  # a library module's file -> its library directory
         for root in roots:
             self.add_root(root)
 
@@ -136,10 +149,13 @@ class Project:
         loaded = self._by_path.get(key)
         if loaded is not None:
             return loaded
+        library_root = self._library_root_of.get(key)
+        if library_root is not None:  # named by the directory Python finds it in, not the working directory
+            display = os.path.relpath(key, library_root).replace(os.sep, "/")
         display = display or display_path(key, self.base)
         content = read_content(key, self.overlays.get(key))
         digest = content_digest(content)
-        root = import_root(key)
+        root = library_root or import_root(key)
         name, package = self._module_name(key, root)
         if self.module_path(name) not in (key, None):
             name += "@shadowed"  # `pkg/a.py` beside `pkg/a/__init__.py`: no import reaches it
@@ -149,6 +165,7 @@ class Project:
             placeholder = SourceFile(os.fspath(key), display, "")
             error = parse_error(placeholder, exc.message, exc.line, exc.column)
             loaded = LoadedModule(key, None, None, error, digest, name)
+            loaded.library = library_root is not None
             self._by_path[key] = loaded
             return loaded
         tree = parse(source)
@@ -158,7 +175,9 @@ class Project:
             symbols = ModuleSymbols(
                 name, source, tree, package, lambda target: self._internal_import(target, root), self._defines
             )
+            symbols.library = library_root is not None
             loaded = LoadedModule(key, source, symbols, None, digest, name)
+        loaded.library = library_root is not None
         self._by_path[key] = loaded
         return loaded
 
@@ -184,7 +203,7 @@ class Project:
         self._by_path.clear()
 
     def module_path(self, name: str) -> Path | None:
-        """The file an import of this dotted name loads; None outside the project."""
+        """The file an import of this dotted name loads; None outside the project and its libraries."""
         if name not in self._path_by_name:
             self._path_by_name[name] = self._find_module(name)
         return self._path_by_name[name]
@@ -193,13 +212,13 @@ class Project:
         """The directory a dotted name denotes as a package (with or without `__init__.py`)."""
         if name not in self._directory_by_name:
             parts = name.split(".")
-            root = self._namespace().get(parts[0]) if all(parts) else None
+            root = self._root_of(parts[0]) if all(parts) else None
             directory = root.joinpath(parts[0].partition("@")[0], *parts[1:]) if root is not None else None
             self._directory_by_name[name] = directory if directory is not None and directory.is_dir() else None
         return self._directory_by_name[name]
 
     def module_named(self, name: str) -> ModuleSymbols | None:
-        """The project module with this dotted name, parsed on first use; None outside the project."""
+        """The module with this dotted name, parsed on first use; None outside the project and its libraries."""
         path = self.module_path(name)
         if path is None:
             return None
@@ -215,6 +234,31 @@ class Project:
     def is_project_name(self, qualified_name: str) -> bool:
         """Could this dotted name live in the project? (Its first part is importable from a root.)"""
         return qualified_name.partition(".")[0] in self._namespace()
+
+    def is_library_name(self, qualified_name: str) -> bool:
+        """Could this dotted name live in an installed library (and in no project root)?"""
+        head = qualified_name.partition(".")[0]
+        return head not in self._namespace() and head in self._library_namespace()
+
+    def resolvable(self, qualified_name: str) -> bool:
+        """Could this dotted name be read: in the project, or in an installed library?"""
+        return self.is_project_name(qualified_name) or self.is_library_name(qualified_name)
+
+    def _root_of(self, head: str) -> Path | None:
+        """The directory a top-level name is imported from: a project root, else a library directory."""
+        root = self._namespace().get(head)
+        return root if root is not None else self._library_namespace().get(head)
+
+    def _library_namespace(self) -> dict[str, Path]:
+        """Top-level name -> the first library directory holding it, without those never read."""
+        if self._library_heads is None:
+            self._library_heads = {}
+            for directory in self.library_roots:
+                for entry in self._entries(directory):
+                    head = entry[:-3] if entry.endswith(".py") else entry
+                    if head.isidentifier() and head not in self._library_heads and not never_read(head):
+                        self._library_heads[head] = directory
+        return self._library_heads
 
     def _namespace(self) -> dict[str, Path]:
         """Internal top-level name -> the root it lives in, claimed in root order."""
@@ -271,9 +315,10 @@ class Project:
         parts = name.split(".")
         if not all(parts):
             return None
-        root = self._namespace().get(parts[0])
+        root = self._root_of(parts[0])
         if root is None:
             return None
+        library = parts[0] not in self._namespace()
         parts[0] = parts[0].partition("@")[0]
         directory, leaf = root.joinpath(*parts[:-1]), parts[-1]
         entries = self._entries(directory)
@@ -286,6 +331,9 @@ class Project:
             (package / "__init__.pyi", "__init__.pyi" in package_entries),
             (directory / f"{leaf}.pyi", f"{leaf}.pyi" in entries),
         ):
+            if library and present:  # the project's excludes are about the project's files
+                self._library_root_of[candidate] = root
+                return candidate
             if present and not self.is_excluded(candidate):
                 return candidate
         return None
@@ -306,8 +354,8 @@ class Project:
     # -- names across modules -------------------------------------------------
 
     def split_module(self, qualified_name: str) -> tuple[ModuleSymbols, list[str]] | None:
-        """The longest project module prefix of a dotted name, and the attributes after it."""
-        if not self.is_project_name(qualified_name):
+        """The longest module prefix of a dotted name (project or library), and the attributes after it."""
+        if not self.resolvable(qualified_name):
             return None
         parts = qualified_name.split(".")
         for cut in range(len(parts) - 1, 0, -1):
@@ -326,7 +374,7 @@ class Project:
         return None if binding is None else (module, binding)
 
     def canonical_name(self, qualified_name: str) -> str:
-        """Follow re-exports and aliases in project modules to the name's definition."""
+        """Follow re-exports and aliases in project and library modules to the name's definition."""
         seen: set[str] = set()
         name = qualified_name
         while name not in seen:

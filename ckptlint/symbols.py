@@ -143,6 +143,7 @@ class ModuleSymbols:
         self.imported: list[str] = []
         self.bound_imports: list[str] = []
         self.checkpoint_names: Names | None = None  # set by CallFinder: the names this module adds (prefilter.Names)
+        self.library = False  # an installed library's module (project.py): read, never reported in
         self.source = source
         self.tree = tree
         # The package relative imports start from: the module itself for __init__ files.

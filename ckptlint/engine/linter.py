@@ -30,6 +30,7 @@ from ckptlint.config import Config
 from ckptlint.engine.discovery import ExcludeMatcher, discover
 from ckptlint.engine.run import Run
 from ckptlint.finding import Finding
+from ckptlint.libraries import Libraries, libraries as find_libraries
 from ckptlint.rules import ALL_RULES
 from ckptlint.rules.base import Rule
 from ckptlint.engine.worker import Settings
@@ -47,8 +48,12 @@ class Linter:
         cache_dir: Path | None = None,
         want_fixes: bool = False,
         want_calls: bool = False,
+        libraries: Libraries | None = None,
     ):
         self.config = config
+        # the installed libraries regions are followed into; None: those of `config` (raises
+        # libraries.PythonError for an interpreter that cannot be asked; frontend.py reports it)
+        self.libraries = libraries if libraries is not None else find_libraries(config.python, config.libraries)
         self.base = base or Path.cwd()
         self.is_excluded = ExcludeMatcher(config.all_excludes, config.root)
         self.catalogue: Catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
@@ -119,7 +124,7 @@ class Linter:
     def settings(self) -> Settings:
         codes = tuple(rule.code for rule in self.rules)
         overlays = tuple(sorted(self.overlays.items()))
-        return Settings(self.config, os.fspath(self.base), codes, self.want_fixes, self.want_calls, overlays)
+        return Settings(self.config, os.fspath(self.base), codes, self.want_fixes, self.want_calls, overlays, self.libraries.paths)
 
     def _project_files(self, project_root: Path | None) -> list[Path]:
         if project_root is None:

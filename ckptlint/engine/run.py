@@ -66,7 +66,8 @@ class Run:
         if directory is None or self.linter.want_calls:
             return None
         settings = self.settings
-        return Cache(directory, cache_key(settings.config, settings.base, settings.rules, settings.want_fixes))
+        fingerprint = self.linter.libraries.fingerprint  # what is installed where regions can be followed
+        return Cache(directory, cache_key(settings.config, settings.base, settings.rules, settings.want_fixes, fingerprint))
 
     def execute(self) -> LintResult:
         names = Names.of(self.linter.catalogue)

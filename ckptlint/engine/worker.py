@@ -11,7 +11,9 @@ it through import statements, among the modules this state loaded (a module the 
 loaded cannot have influenced anything). An import that binds a project module or package
 reaches every loaded module below it, since attributes reach submodules however they are
 spelled. That set, with each module's content digest, is
-what the cache checks on the next run.
+what the cache checks on the next run; it includes the installed libraries' modules the
+analysis read, so editing one in place redoes the results that read it (installing or
+upgrading a distribution changes the cache key instead: libraries.fingerprint).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import gc
 import os
 import sys
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,7 @@ class Settings:
     want_fixes: bool = False
     want_calls: bool = False
     overlays: tuple[tuple[str, bytes | str], ...] = ()
+    libraries: tuple[str, ...] = ()  # installed libraries' directories, in import order (libraries.py)
 
 
 @dataclass
@@ -87,7 +90,12 @@ class WorkerState:
     def _fresh_state(self) -> None:
         config = self.settings.config
         overlays = {Path(path): text for path, text in self.settings.overlays}
-        self.project = Project(is_excluded=ExcludeMatcher(config.all_excludes, config.root), overlays=overlays, base=self.base)
+        self.project = Project(
+            is_excluded=ExcludeMatcher(config.all_excludes, config.root),
+            overlays=overlays,
+            base=self.base,
+            libraries=self.settings.libraries,
+        )
         catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
         classes = ClassIndex(self.project)
         self.finder = CallFinder(self.project, catalogue, classes, self.names)
@@ -147,6 +155,7 @@ class WorkerState:
         findings: list[Finding] = []
         for rule in self.rules:
             findings.extend(rule.check(context))
+        findings = in_project(findings, self.project)
         if self.settings.want_calls:
             from ckptlint.call_report import describe_call
 
@@ -226,9 +235,27 @@ def module_edges(project: Project, module: LoadedModule) -> tuple[tuple[str, ...
         for name in (*symbols.imported, *symbols.star_imports):
             parts = name.split(".")
             names.update(".".join(parts[:cut]) for cut in range(1, len(parts) + 1))
-        packages.update(name for name in symbols.bound_imports if project.is_project_name(name))
+        packages.update(name for name in symbols.bound_imports if project.resolvable(name))
     module.edges = (tuple(sorted(names)), tuple(sorted(packages)))
     return module.edges
+
+
+def in_project(findings: list[Finding], project: Project) -> list[Finding]:
+    """Findings never lie in an installed library's file: region hazards are moved to the
+    project line that reaches them as they are found (regions/libraries.py); anything else a
+    rule places in a library (`preserve_rng_state=False` bound by a library's partial) is
+    reported at the checkpoint call it is about, and dropped when it names none."""
+    libraries = {m.source.display_path for m in project.loaded() if m.library and m.source is not None}
+    if not libraries:
+        return findings
+    kept: list[Finding] = []
+    for finding in findings:
+        if finding.path not in libraries:
+            kept.append(finding)
+        elif finding.sites:
+            site = finding.sites[0]
+            kept.append(replace(finding, path=site.path, line=site.line, column=site.column, end_line=site.line, end_column=site.column))
+    return kept
 
 
 def external_name(name: str) -> str:

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from lsprotocol import types
@@ -72,7 +73,12 @@ class CkptlintServer(LanguageServer):
         root = project_root_for(config, [path])
         # one process: a pool would be started per lint; the cache makes most lints small. The
         # cache is where the CLI keeps it (frontend.py); the workspace only names the paths.
-        linter = linter_for(config, root, overlays=overlays, base=self.root, jobs=1, want_fixes=True)
+        try:
+            linter = linter_for(config, root, overlays=overlays, base=self.root, jobs=1, want_fixes=True)
+        except ConfigError as exc:  # an interpreter that cannot be asked: say so, lint without libraries
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"ckptlint: {exc}"))
+            config = replace(config, libraries=False)
+            linter = linter_for(config, root, overlays=overlays, base=self.root, jobs=1, want_fixes=True)
         result = linter.lint_files([path], project_root=root or self.root)
         own = display_path(path, self.root)
         self._sources.update(result.sources)

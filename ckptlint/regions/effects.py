@@ -13,6 +13,7 @@ from ckptlint.classes import ClassIndex
 from ckptlint.regions.interpreter import Summaries
 from ckptlint.regions.summary import RUNNING_STATS, Effect
 from ckptlint.regions.inference import TypeInference
+from ckptlint.regions.libraries import reached_at
 from ckptlint.regions.mutability import Mutability
 from ckptlint.project import Project
 from ckptlint.regions.resolve import RegionEntry, RegionResolver, RunningStatsRegion
@@ -45,4 +46,7 @@ class RegionEffects:
         if isinstance(entry, RunningStatsRegion):
             return [Effect(RUNNING_STATS, call.module, entry.node, "region", (("module_class", entry.name),))]
         summary = self.effects.summary(entry.module, entry.scope, entry.context)
-        return [replace(e, chain=(entry.name, *e.chain)) if e.chain else e for e in summary.effects]
+        effects = [replace(e, chain=(entry.name, *e.chain)) if e.chain else e for e in summary.effects]
+        if entry.module.library:  # a library function is the region: its hazards are the checkpoint call's
+            return [reached_at(replace(e, chain=e.chain or (entry.name,)), call.module, call.node) for e in effects]
+        return effects

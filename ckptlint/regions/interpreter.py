@@ -22,6 +22,7 @@ from ckptlint.syntax import child_nodes, walk
 from ckptlint.classes import ClassIndex
 from ckptlint.regions.inference import MODULE_METHODS, TypeInference
 from ckptlint.regions.library_calls import LibraryCalls
+from ckptlint.regions.libraries import reached_at
 from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names, set_once_or_restored
 from ckptlint.regions.replay_writes import WriteTracker, body_rebinds, drop_guarded_writes, state_keys
 from ckptlint.regions.known_truth import constant_value, known_truth
@@ -798,10 +799,12 @@ class FunctionInterpreter:
         if context is None:  # the call cannot bind to this callee: it is not the one called
             return LOCAL_VALUE
         summary = self.analysis.summary(module, scope, context)
+        into_library = module.library and not self.module.library  # reported at this line (regions/libraries.py)
         for effect in summary.effects:
-            self.record(replace(effect, chain=(function.name, *effect.chain)))
+            effect = replace(effect, chain=(function.name, *effect.chain))
+            self.record(reached_at(effect, self.module, node) if into_library else effect)
         for effect in self.tracker.merge_callee(summary, function.name):  # stores of state this run read first
-            self.record(effect)
+            self.record(reached_at(effect, self.module, node) if into_library else effect)
         return summary.returns
 
 
