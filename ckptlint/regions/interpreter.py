@@ -451,7 +451,7 @@ class FunctionInterpreter:
                 info = self.analysis.classes.by_name(item.name)
                 if info is None:
                     continue
-                types.update(self.inference.attribute_types(info, attribute))
+                types.update(self.inference.attribute_types(info, attribute, item.config))
                 owner = (info.qualified_name, attribute)
                 reason = self.analysis.mutability.mutable_attributes(info).get(attribute)
                 if reason is not None:

@@ -148,7 +148,7 @@ class RegionResolver:
         if forward is None:
             return []
         owner, scope = forward
-        receiver = Value(frozenset({OUTER}), frozenset({ClassType(info.qualified_name)}), path="self")
+        receiver = Value(frozenset({OUTER}), frozenset({replace(item, name=info.qualified_name, built_by="")}), path="self")
         arguments = tuple((name, Value(frozenset({CONST}), path=name)) for name in sorted(cleared) if name in _parameters(scope))
         positional, keywords = passed
         context = Context(receiver, arguments, entry=True, entry_positional=positional, entry_keywords=keywords)

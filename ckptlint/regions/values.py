@@ -42,6 +42,9 @@ class ClassType:
 
     name: str
     running_stats: bool = False  # a torch norm module that updates running statistics in training
+    # constructor arguments that choose what the instance builds (literals, config dicts, classes)
+    config: tuple[tuple[str, Types], ...] = ()
+    built_by: str = ""  # the builder or registry whose unknown key over-approximated this class
 
     @property
     def short(self) -> str:
@@ -53,6 +56,27 @@ class ClassObjectType:
     """A class itself (`block_fn=Bottleneck`, `partial(Block, dim=8)`): calling it makes an instance."""
 
     name: str
+    built_by: str = ""  # the builder or registry whose unknown key over-approximated this class
+
+
+@dataclass(frozen=True)
+class LiteralType:
+    """A string constant (`'BN'`, `norm_layer='layernorm'`): a registry key or a config value."""
+
+    value: str
+
+
+@dataclass(frozen=True)
+class KeyedType:
+    """A dict with string keys (`dict(type='BN')`, `{'BN': nn.BatchNorm2d}`): the types per key."""
+
+    items: tuple[tuple[str, Types], ...]
+
+    def get(self, key: str) -> Types:
+        for name, types in self.items:
+            if name == key:
+                return types
+        return frozenset()
 
 
 @dataclass(frozen=True)
@@ -91,7 +115,7 @@ class FunctionType:
     module: object = field(default=None, compare=False, hash=False, repr=False)
 
 
-Type: TypeAlias = Union[ClassType, ClassObjectType, ContainerType, TupleType, RngType, FunctionType]
+Type: TypeAlias = Union[ClassType, ClassObjectType, ContainerType, TupleType, RngType, FunctionType, LiteralType, KeyedType]
 Types: TypeAlias = "frozenset[Type]"  # what a name may hold: a union of abstract types
 
 
