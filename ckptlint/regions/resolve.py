@@ -17,7 +17,7 @@ from ckptlint.syntax import walk
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULES
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.regions.summary import Context
+from ckptlint.regions.summary import Context, Facts, approximation_note
 from ckptlint.regions.inference import TypeInference, display_name
 from ckptlint.symbols import ModuleSymbols, Scope, positional_parameters
 from ckptlint.regions.values import Types
@@ -30,6 +30,8 @@ class RegionEntry:
     scope: Scope
     context: Context
     name: str  # for messages: `Block.forward`
+    # facts every effect of the entry carries: its module's class came from an over-approximated builder
+    note: Facts = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,11 +72,11 @@ class RegionResolver:
             elif isinstance(item, ClassType):
                 if item.running_stats:
                     entries.append(RunningStatsRegion(region, item.short))
-                entries.extend(self._module_entries(item, passed=_passed_arguments(call)))
+                entries.extend(_noted(self._module_entries(item, passed=_passed_arguments(call)), item, region))
             elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
                 for element in ordered(item.elements):
                     if isinstance(element, ClassType):
-                        entries.extend(self._module_entries(element))
+                        entries.extend(_noted(self._module_entries(element), element, region))
         return entries
 
     def _region_types(self, region: ast.expr, call: CheckpointCall) -> Types:
@@ -186,6 +188,14 @@ def _passed_arguments(call: CheckpointCall) -> tuple[int | None, tuple[str, ...]
         return None, ()
     keywords = tuple(sorted(k for k in arguments.keywords if k not in _CHECKPOINT_KEYWORDS))
     return max(0, len(arguments.positional) - start), keywords
+
+
+def _noted(entries: list[RegionEntry | RunningStatsRegion], item: ClassType, region: ast.expr) -> list[RegionEntry | RunningStatsRegion]:
+    """Entries of a module whose class an unknown builder key chose: their findings say so."""
+    if not item.built_by:
+        return entries
+    note = approximation_note(ast.unparse(region), item.built_by)
+    return [replace(e, note=note) if isinstance(e, RegionEntry) else e for e in entries]
 
 
 def _tested_classes(node: ast.AST, module: ModuleSymbols, scope: Scope) -> list[ast.expr]:
