@@ -19,7 +19,8 @@ from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULES
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.regions.summary import Context, Facts, approximation_note
 from ckptlint.regions.inference import TypeInference, display_name
-from ckptlint.symbols import ModuleSymbols, Scope, positional_parameters
+from ckptlint.regions.call_sites import ParameterArguments
+from ckptlint.symbols import PARAM, ModuleSymbols, Scope, positional_parameters
 from ckptlint.regions.values import Types
 from ckptlint.regions.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types, ordered
 
@@ -46,6 +47,7 @@ class RegionResolver:
     def __init__(self, classes: ClassIndex, inference: TypeInference):
         self.classes = classes
         self.inference = inference
+        self.parameters = ParameterArguments(inference)
 
     def entries(self, call: CheckpointCall) -> list[RegionEntry | RunningStatsRegion]:
         region = call.region
@@ -82,7 +84,8 @@ class RegionResolver:
     def _region_types(self, region: ast.expr, call: CheckpointCall) -> Types:
         module, scope = call.module, call.scope
         if isinstance(region, ast.Attribute) and region.attr in ("__call__", "forward"):
-            return frozenset(t for t in self.inference.types(region.value, module, scope) if isinstance(t, ClassType))
+            held = self.inference.types(region.value, module, scope) or self._passed_in(region.value, call)
+            return frozenset(t for t in held if isinstance(t, ClassType))
         if isinstance(region, ast.Call) and region.args and self._is_partial(region, module, scope):
             bound = self._partial_arguments(region, module, scope)
             found = set()
@@ -91,7 +94,17 @@ class RegionResolver:
                     item = replace(item, bound=item.bound + bound)
                 found.add(item)
             return frozenset(found)
-        return self.inference.types(region, module, scope)
+        return self.inference.types(region, module, scope) or self._passed_in(region, call)
+
+    def _passed_in(self, region: ast.expr, call: CheckpointCall) -> Types:
+        """A region that is a parameter of the function holding the call (`def apply_module(m, x):
+        return checkpoint(m, x)`): whatever the module's calls of that function pass."""
+        if not isinstance(region, ast.Name):
+            return frozenset()
+        binding = call.module.binding(call.scope, region.id, region.lineno)
+        if binding is None or binding.kind != PARAM or binding.scope is not call.scope:
+            return frozenset()
+        return self.parameters.types(call.module, call.scope, region.id)
 
     def _is_partial(self, call: ast.Call, module: ModuleSymbols, scope: Scope) -> bool:
         return self.inference.qualified_name(call.func, module, scope) == "functools.partial"
