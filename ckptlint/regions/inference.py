@@ -17,6 +17,7 @@ from typing import Iterable
 from ckptlint.regions import construction, torch_api
 from ckptlint.regions.library_calls import constructed_rng
 from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.passed_arguments import passed_arguments
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope, positional_parameters
 from ckptlint.regions.values import Type, Types
@@ -638,7 +639,11 @@ class TypeInference:
             found.update(self.annotation_types(binding.value, module, binding.scope.parent or binding.scope, depth))
         default = _parameter_default(binding)
         if default is not None:
-            found.update(self.types(default, module, binding.scope.parent or binding.scope, depth + 1))
+            chosen = self.types(default, module, binding.scope.parent or binding.scope, depth + 1)
+            found.update(chosen)
+            if construction.is_choice(chosen):  # `attention='plain'`: or what this module's calls choose instead
+                for argument, call_scope in passed_arguments(module, binding.scope, binding.name):
+                    found.update(construction.choices(self.types(argument, module, call_scope, depth + 1)))
         return frozenset(found)
 
     def annotation_types(self, annotation: ast.expr, module: ModuleSymbols, scope: Scope, depth: int = 0) -> Types:
