@@ -883,7 +883,7 @@ def _reaching_binding(candidates: list[Binding], scope: Scope, use: ast.Name) ->
     for candidate in candidates:
         if candidate.kind == PARAM:
             at = (0, 0)
-        elif id(candidate.node) in body and candidate.kind in (ASSIGN, UNPACK, OTHER, LOOP):
+        elif id(candidate.node) in body and (candidate.kind in (ASSIGN, UNPACK, LOOP) or isinstance(candidate.node, ast.AugAssign)):
             statement = candidate.node
             if candidate.kind == LOOP:
                 at = (statement.lineno, statement.col_offset)  # type: ignore[attr-defined]  # a body statement
