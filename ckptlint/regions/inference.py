@@ -58,6 +58,7 @@ class TypeInference:
         self._configured_attributes: dict[tuple[int, str, Passed], Types] = {}
         self._registrations: dict[int, list[tuple[str, str, str]]] = {}
         self._choosing: dict[int, frozenset[str]] = {}
+        self._registering: dict[str, bool] = {}
 
     # -- expressions ----------------------------------------------------------
 
@@ -323,9 +324,10 @@ class TypeInference:
         defining, _ = found
         modules = [defining, module]
         for imported in module.imported:
-            other = self.project.module_named(imported) if self.project.is_project_name(imported) else None
-            if other is not None:
-                modules.append(other)
+            if self._may_register(imported):
+                other = self.project.module_named(imported)
+                if other is not None:
+                    modules.append(other)
         registered: dict[str, list[str]] = {}
         seen: set[int] = set()
         for other in modules:
@@ -336,6 +338,21 @@ class TypeInference:
                 if target == name:
                     registered.setdefault(key, []).append(class_name)
         return registered or None
+
+    def _may_register(self, module_name: str) -> bool:
+        """Whether a project module's text can hold a registration (read, not parsed, to decide)."""
+        cached = self._registering.get(module_name)
+        if cached is None:
+            path = self.project.module_path(module_name) if self.project.is_project_name(module_name) else None
+            try:
+                if path is None:
+                    cached = False
+                else:  # an editor's unsaved buffer is parsed to find out
+                    cached = self.project.has_overlay(path) or any(f".{m}".encode() in path.read_bytes() for m in construction.REGISTER_METHODS)
+            except OSError:
+                cached = False
+            self._registering[module_name] = cached
+        return cached
 
     def _module_registrations(self, module: ModuleSymbols) -> list[tuple[str, str, str]]:
         """(registry, key, class) for each `@REG.register_module()` class of a module, memoised."""
