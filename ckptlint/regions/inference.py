@@ -28,6 +28,7 @@ from ckptlint.regions.values import (
     ContainerType,
     FunctionType,
     KeyedType,
+    LiteralType,
     TupleType,
     Value,
     element_types,
@@ -300,7 +301,7 @@ class TypeInference:
             return None
         base = self.types(func.value, module, scope, depth + 1)
         if method in construction.LITERAL_METHODS:
-            return construction.string_method(base, method) if base else None
+            return construction.string_method(base, method) if any(isinstance(t, LiteralType) for t in base) else None
         if not any(isinstance(t, KeyedType) for t in base):
             return None
         if method == "copy":
