@@ -9,6 +9,8 @@ form, and as classes inheriting from a layer class that checkpoints itself.
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -32,7 +34,8 @@ from ckptlint.catalogue import (
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.prefilter import Names, leaf
 from ckptlint.project import Project
-from ckptlint.symbols import ASSIGN, IMPORT, ModuleSymbols, Scope
+from ckptlint.passed_arguments import passed_arguments
+from ckptlint.symbols import ASSIGN, DEF, IMPORT, PARAM, Binding, ModuleSymbols, Scope, positional_parameters
 
 PARTIAL = frozenset({"functools.partial"})
 
@@ -270,7 +273,43 @@ class CallFinder:
                     if value is not None and names.mentioned_in_callee(value) and self.resolve(value, module, assignment.method):
                         found.functions.add(attribute)
                         break
+        if pattern is not None:
+            self._derived_from_functions(module, pattern, found)
         return found
+
+    def _derived_from_functions(self, module: ModuleSymbols, pattern: re.Pattern[str], found: Names) -> None:
+        """Names that hold an API without an assignment: a factory that returns one
+        (`def get_checkpoint_fn(): return partial(checkpoint, ...)`), a parameter defaulting to
+        one (`ckpt_fn=checkpoint`) or passed one by keyword (`Block(activation_checkpoint_func=checkpoint)`).
+        Only lines that mention a known name are looked at."""
+        names = self.names
+        hits = [number for number, line in enumerate(module.source.lines, 1) if pattern.search(line)]
+        if not hits:
+            return
+
+        def mentions(node: ast.AST) -> bool:
+            start = node.lineno  # type: ignore[attr-defined]  # statements and expressions have positions
+            index = bisect.bisect_left(hits, start)
+            return index < len(hits) and hits[index] <= (getattr(node, "end_lineno", None) or start)
+
+        for function, scope in module.functions:
+            if function.name in names.functions or not mentions(function):
+                continue
+            function_scope = module.scope_of[id(function)]
+            returned = [r for r in _returned(function) if mentions(r) and names.mentioned_in_callee(r)]
+            if any(self.resolve(r, module, function_scope) is not None for r in returned):
+                found.functions.add(function.name)
+            args = function.args
+            for parameter, default in [*zip(reversed(positional_parameters(args)), reversed(args.defaults)), *zip(args.kwonlyargs, args.kw_defaults)]:
+                if default is not None and names.mentioned_in_callee(default) and self.resolve(default, module, scope) is not None:
+                    found.functions.add(parameter.arg)
+        for call, scope in module.calls:
+            for keyword in call.keywords:
+                value = keyword.value
+                if keyword.arg is None or keyword.arg in names.functions or not isinstance(value, _ALIASABLE):
+                    continue
+                if mentions(value) and names.mentioned_in_callee(value) and self._denotes_api(value, module, scope):
+                    found.functions.add(keyword.arg)
 
     def _denotes_api(self, expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
         target = self.resolve(expr, module, scope)
@@ -286,7 +325,7 @@ class CallFinder:
                 if inner is not None:
                     inner.partials.append((expr, module))
                 return inner
-            return None
+            return self._resolve_factory(expr, module, scope, depth)
         if isinstance(expr, (ast.Name, ast.Attribute)):
             name = module.qualified_name(expr, scope)
             if name is not None:
@@ -358,10 +397,45 @@ class CallFinder:
         name = module.qualified_name(func, scope)
         return name is not None and (name in PARTIAL or self.project.canonical_name(name) in PARTIAL)
 
+    def _resolve_factory(self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> _Target | None:
+        """`get_checkpoint_fn()`: a project function that returns a checkpoint API (or a partial of one)."""
+        found = self._project_function(call.func, module, scope)
+        if found is None:
+            return None
+        function_module, function_scope = found
+        for returned in _returned(function_scope.node):
+            target = self.resolve(returned, function_module, function_scope, depth + 1)
+            if target is not None:
+                return target
+        return None
+
+    def _project_function(self, func: ast.expr, module: ModuleSymbols, scope: Scope) -> tuple[ModuleSymbols, Scope] | None:
+        """The project function a callee names: a def in scope, an imported one, or `self.<method>`."""
+        if isinstance(func, ast.Name):
+            binding = module.binding(scope, func.id, func.lineno)
+            if binding is not None and binding.kind == DEF:
+                function_scope = module.scope_of.get(id(binding.node))
+                return (module, function_scope) if function_scope is not None else None
+            if binding is not None and binding.kind == IMPORT and binding.target:
+                found = self.project.global_binding(binding.target)
+                if found is not None and found[1].kind == DEF:
+                    other, other_binding = found
+                    function_scope = other.scope_of.get(id(other_binding.node))
+                    return (other, function_scope) if function_scope is not None else None
+            return None
+        if isinstance(func, ast.Attribute):
+            owner = self._self_class(func.value, module, scope)
+            method = self.classes.find_method(owner, func.attr) if owner is not None else None
+            if method is not None:
+                return method[0].module, method[1]
+        return None
+
     def _resolve_name(self, expr: ast.Name, module: ModuleSymbols, scope: Scope, depth: int) -> _Target | None:
         binding = module.binding(scope, expr.id, expr.lineno)
         if binding is None:
             return None
+        if binding.kind == PARAM:
+            return self._resolve_parameter(binding, module, depth)
         if binding.kind == ASSIGN and isinstance(binding.value, _ALIASABLE):  # a partial, or `b = a`
             return self.resolve(binding.value, module, binding.written_from or binding.scope, depth + 1)
         if binding.kind == IMPORT and binding.target:
@@ -370,6 +444,22 @@ class CallFinder:
                 other, other_binding = found
                 if other_binding.kind == ASSIGN and isinstance(other_binding.value, _ALIASABLE):
                     return self.resolve(other_binding.value, other, other.scope, depth + 1)
+        return None
+
+    def _resolve_parameter(self, binding: Binding, module: ModuleSymbols, depth: int) -> _Target | None:
+        """A parameter holding a checkpoint API: its default (`ckpt_fn=checkpoint`), or what the
+        module's calls pass (`Block(activation_checkpoint_func=checkpoint)`)."""
+        default = _parameter_default(binding)
+        outer = binding.scope.parent or binding.scope
+        if default is not None:
+            target = self.resolve(default, module, outer, depth + 1)
+            if target is not None:
+                return target
+        for argument, call_scope in passed_arguments(module, binding.scope, binding.name):
+            if self.names.mentioned_in_callee(argument):
+                target = self.resolve(argument, module, call_scope, depth + 1)
+                if target is not None:
+                    return target
         return None
 
     def _resolve_attribute(self, expr: ast.Attribute, module: ModuleSymbols, scope: Scope, depth: int) -> _Target | None:
@@ -431,3 +521,31 @@ def _class_name(call: CheckpointCall) -> str:
     """The layer class a `LAYER_CLASS` call stands for (its node is the class definition)."""
     assert isinstance(call.node, ast.ClassDef)
     return call.node.name
+
+
+def _returned(node: ast.AST) -> list[ast.expr]:
+    """The expressions a function returns (not those of functions nested in it)."""
+    found: list[ast.expr] = []
+    stack = list(getattr(node, "body", []))
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(current, ast.Return) and current.value is not None:
+            found.append(current.value)
+        stack.extend(c for c in ast.iter_child_nodes(current) if isinstance(c, ast.stmt | ast.excepthandler | ast.match_case))
+    return found
+
+
+def _parameter_default(binding: Binding) -> ast.expr | None:
+    function = binding.scope.node
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return None
+    args = function.args
+    positional = positional_parameters(args)
+    if binding.node in positional:
+        index = positional.index(binding.node) - (len(positional) - len(args.defaults))
+        return args.defaults[index] if index >= 0 else None
+    if binding.node in args.kwonlyargs:
+        return args.kw_defaults[args.kwonlyargs.index(binding.node)]
+    return None

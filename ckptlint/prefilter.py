@@ -13,8 +13,9 @@ The project's own names are found by analysing the files that do mention a name
 nothing new turns up. The same names prune call resolution inside a module: a call whose
 callee mentions none of them is not resolved at all. Extra names only cost time; a missing
 one would lose a call, which is why every binding that resolves to an API adds its name.
-Not followed: an API reached without any name (returned from a function, looked up in a
-dict), as everywhere else in ckptlint.
+A project function that returns an API adds its own name (`get_checkpoint_fn`), and so do
+a parameter defaulting to one and a keyword passed one (`activation_checkpoint_func=checkpoint`).
+Not followed: an API looked up in a dict, as everywhere else in ckptlint.
 """
 
 from __future__ import annotations

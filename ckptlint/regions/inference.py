@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import ast
 from dataclasses import replace
-from typing import Iterable
+from typing import Callable, Iterable
 
-from ckptlint.regions import torch_api
+from ckptlint.regions import registries, torch_api
 from ckptlint.regions.construction import ModuleConstruction, name_pattern
 from ckptlint.regions.library_calls import constructed_rng
 from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.passed_arguments import passed_arguments
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope, positional_parameters
 from ckptlint.syntax import walk
@@ -28,6 +29,8 @@ from ckptlint.regions.values import (
     ClassType,
     ContainerType,
     FunctionType,
+    KeyedType,
+    LiteralType,
     TupleType,
     Value,
     element_types,
@@ -35,7 +38,9 @@ from ckptlint.regions.values import (
 )
 
 MAX_DEPTH = 24
+MAX_CONTEXTS = 8  # argument-dependent evaluations of one function; beyond, its context-free result
 EMPTY: Types = frozenset()
+Passed = tuple[tuple[str, Types], ...]  # what a call passes to the parameters that choose what is built
 
 
 class TypeInference:
@@ -50,6 +55,16 @@ class TypeInference:
         self._instance_attributes: dict[tuple[ClassType, str], Types] = {}
         self._writes: dict[int, tuple[dict[str, list[ast.expr]], dict[str, list[tuple[str, ast.expr]]]]] = {}
         self.construction = ModuleConstruction(classes)
+        # argument-dependent evaluation (`build_norm_layer(dict(type='GN'), c)`, `make_layer(Block, 3)`):
+        # the arguments each function scope is being evaluated with, and memos keyed by them
+        self._env: dict[int, dict[str, Types]] = {}
+        self._env_binding_types: dict[tuple[int, tuple[object, ...]], Types] = {}
+        self._env_returns: dict[tuple[int, tuple[object, ...]], Types] = {}
+        self._contexts: dict[int, int] = {}
+        self._configured_attributes: dict[tuple[int, str, Passed], Types] = {}
+        self._registrations: dict[int, list[tuple[str, str, str]]] = {}
+        self._choosing: dict[int, frozenset[str]] = {}
+        self._registering: dict[str, bool] = {}
 
     # -- expressions ----------------------------------------------------------
 
@@ -62,10 +77,15 @@ class TypeInference:
             return self._name_types(expr, module, scope, depth)
         if isinstance(expr, ast.Attribute):
             return self._attribute_expr_types(expr, module, scope, depth)
+        if isinstance(expr, ast.Constant):
+            return registries.literal(expr.value)
         if isinstance(expr, ast.Subscript):
             base = self.types(expr.value, module, scope, depth + 1)
             if isinstance(expr.slice, ast.Slice):
                 return base
+            if any(isinstance(t, KeyedType) for t in base):  # `NORM_LAYERS[cfg['type']]`
+                key = self.types(expr.slice, module, scope, depth + 1)
+                return registries.lookup(base, key, self._builder(scope, expr.value))
             return element_types(base)
         if isinstance(expr, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in expr.elts):
             positions = tuple(self.types(e, module, scope, depth + 1) for e in expr.elts)
@@ -73,8 +93,12 @@ class TypeInference:
         if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
             return frozenset({ContainerType(torch_api.SEQUENCE, self._elements(expr.elts, module, scope, depth))})
         if isinstance(expr, ast.Dict):
-            values = frozenset().union(*(self.types(v, module, scope, depth + 1) for v in expr.values))
-            return frozenset({ContainerType(torch_api.MAPPING, values)})
+            each = [self.types(v, module, scope, depth + 1) for v in expr.values]
+            values = frozenset().union(*each)
+            found: set[Type] = {ContainerType(torch_api.MAPPING, values)}
+            if all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in expr.keys):
+                found.add(registries.keyed((k.value, t) for k, t in zip(expr.keys, each)))  # type: ignore[union-attr]  # all() above: str constants
+            return frozenset(found)
         if isinstance(expr, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             inner = module.scope_of.get(id(expr), scope)
             return frozenset({ContainerType(torch_api.SEQUENCE, self.types(expr.elt, module, inner, depth + 1))})
@@ -100,6 +124,11 @@ class TypeInference:
         return frozenset(found)
 
     def _call_types(self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in registries.ALL_METHODS:
+            chosen = self._choice_method(call, func, module, scope, depth)
+            if chosen is not None:
+                return chosen
         name = self.qualified_name(call.func, module, scope)
         if name is not None:
             known = self._library_call(name, call, module, scope, depth)
@@ -198,7 +227,7 @@ class TypeInference:
     def call_result(self, callee: Type, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         """The types calling a value of type `callee` gives."""
         if isinstance(callee, ClassObjectType):
-            return self.instance_types(callee.name, call, module, scope, depth)
+            return self.instance_types(callee.name, call, module, scope, depth, callee.built_by)
         if isinstance(callee, ClassType):  # calling an instance: its __call__ (a builder object)
             info = self.classes.by_name(callee.name)
             found_call = self.classes.find_method(info, "__call__") if info is not None else None
@@ -213,8 +242,13 @@ class TypeInference:
             if callee_scope is None:
                 return EMPTY
             bound = self._bind_call_types(callee_scope, call, module, scope, depth)
+            passed = self._passed(callee_module, callee_scope, callee.receiver is not None, call, module, scope, depth)
+            if passed:
+                returned = self._returned_types_with(callee_module, callee_scope, passed)
+            else:
+                returned = self._returned_types(callee_module, callee_scope)
             found: set[Type] = set()
-            for item in self._returned_types(callee_module, callee_scope):
+            for item in returned:
                 if isinstance(item, FunctionType) and bound and item.node is not None:
                     # a closure factory: the inner function sees the factory's arguments
                     item = replace(item, bound=item.bound + bound)
@@ -263,17 +297,18 @@ class TypeInference:
             elements = self.container_elements(kind, call.args, module, scope, depth)
             return frozenset({ContainerType(kind, elements), ClassType(name)})
         if name == "builtins.getattr" and len(call.args) >= 2:
+            named = self._getattr_of_module(call, module, scope, depth)  # `getattr(nn, 'LayerNorm')`
+            if named is not None:
+                return named
             base = self.types(call.args[0], module, scope, depth + 1)
             attribute = call.args[1]
             if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str):
                 return self.member_types(base, attribute.value)
             return self.dynamic_attribute_types(base, attribute)
         if name in torch_api.PYTHON_CONTAINER_CALLS:
-            kind = torch_api.PYTHON_CONTAINER_CALLS[name]
-            found: set[Type] = set()
-            for argument in call.args:
-                found.update(element_types(self.types(argument, module, scope, depth + 1)))
-            return frozenset({ContainerType(kind, frozenset(found))})
+            return self._container_call(name, call, module, scope, depth)
+        if name in ("copy.copy", "copy.deepcopy") and call.args:
+            return self.types(call.args[0], module, scope, depth + 1)
         if name in ("builtins.enumerate", "builtins.reversed", "builtins.iter", "builtins.sorted"):
             return frozenset({ContainerType(torch_api.SEQUENCE, self._elements_of_arguments(call, module, scope, depth))})
         if name == "functools.partial" and call.args:
@@ -294,10 +329,16 @@ class TypeInference:
             found.update(element_types(self.types(argument, module, scope, depth + 1)))
         return frozenset(found)
 
-    def instance_types(self, class_name: str, call: ast.Call | None, module: ModuleSymbols | None, scope: Scope | None, depth: int) -> Types:
-        """An instance made by `call`: with the modules it passes to the constructor, and seen as
-        the container it is when the class derives from a torch container."""
-        item = self.instance(class_name, call)
+    def instance_types(
+        self, class_name: str, call: ast.Call | None, module: ModuleSymbols | None, scope: Scope | None, depth: int, built_by: str = ""
+    ) -> Types:
+        """An instance made by `call`: with the arguments that choose what it builds (`config`),
+        the modules it passes to the constructor (`arguments`), and seen as the container it is
+        when the class derives from a torch container."""
+        if module is not None and scope is not None:
+            item = self._configured_instance(class_name, call, module, scope, depth, built_by)
+        else:
+            item = replace(self.instance(class_name, call), built_by=built_by)
         info = self.classes.by_name(class_name)
         if info is None:
             return frozenset({item})
@@ -334,6 +375,250 @@ class TypeInference:
     def _defines(self, info: ClassInfo, method: str) -> bool:
         return any(cls.method(method) is not None for cls in self.classes.mro(info))
 
+    # -- construction: what builders, registries and config choose ---------------
+
+    def _container_call(self, name: str, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
+        """`list(...)`, `dict(...)`: elements; `dict(type='BN')` and `dict(cfg)` also keep their keys."""
+        kind = torch_api.PYTHON_CONTAINER_CALLS[name]
+        elements: set[Type] = set()
+        keyed: set[Type] = set()
+        for argument in call.args:
+            given = self.types(argument, module, scope, depth + 1)
+            elements.update(element_types(given))
+            keyed.update(t for t in given if isinstance(t, KeyedType))
+        if name == "builtins.dict" and call.keywords and not call.args:
+            pairs = [(k.arg, self.types(k.value, module, scope, depth + 1)) for k in call.keywords if k.arg is not None]
+            keyed.add(registries.keyed(pairs))
+            elements.update(t for _, types in pairs for t in types)
+        return frozenset({ContainerType(kind, frozenset(elements)), *keyed})
+
+    def _getattr_of_module(self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Types | None:
+        """`getattr(nn, 'LayerNorm')`: the class each literal name names; None when the first
+        argument is not a module, or the name is not known (then nothing is assumed)."""
+        owner = call.args[0]
+        if not isinstance(owner, (ast.Name, ast.Attribute)):
+            return None
+        binding = module.binding(scope, owner.id, owner.lineno) if isinstance(owner, ast.Name) else None
+        if isinstance(owner, ast.Name) and (binding is None or binding.kind != IMPORT):
+            return None
+        prefix = self.qualified_name(owner, module, scope)
+        names = registries.keys(self.types(call.args[1], module, scope, depth + 1))
+        if prefix is None or names is None:
+            return None
+        found: set[Type] = set()
+        for name in sorted(names):
+            found.update(self._global_types(f"{prefix}.{name}", depth + 1))
+        return frozenset(found)
+
+    def _choice_method(self, call: ast.Call, func: ast.Attribute, module: ModuleSymbols, scope: Scope, depth: int) -> Types | None:
+        """`MODELS.build(cfg)`, `cfg.get('type')`, `cfg.copy()`, `name.lower()`; None: not one of those."""
+        method = func.attr
+        if method in registries.REGISTRY_METHODS:
+            registered = self._registered(func.value, module, scope)
+            if registered:
+                return self._registry_call(func, registered, call, module, scope, depth)
+        if method not in registries.KEYED_METHODS and method not in registries.LITERAL_METHODS:
+            return None
+        base = self.types(func.value, module, scope, depth + 1)
+        if method in registries.LITERAL_METHODS:
+            return registries.string_method(base, method) if any(isinstance(t, LiteralType) for t in base) else None
+        if not any(isinstance(t, KeyedType) for t in base):
+            return None
+        if method == "copy":
+            return base
+        if not call.args:
+            return None
+        found = registries.lookup(base, self.types(call.args[0], module, scope, depth + 1), self._builder(scope, func.value))
+        if len(call.args) > 1:
+            found |= self.types(call.args[1], module, scope, depth + 1)
+        return found
+
+    def _registered(self, registry: ast.expr, module: ModuleSymbols, scope: Scope) -> dict[str, list[str]] | None:
+        """Classes registered with `@REG.register_module()` under each key, for a module-level
+        registry object `REG`: found in its own module, the calling module and the modules it imports."""
+        if not isinstance(registry, (ast.Name, ast.Attribute)):
+            return None
+        name = self.qualified_name(registry, module, scope)
+        found = self.project.global_binding(name) if name else None
+        if found is None or found[1].kind != ASSIGN or not isinstance(found[1].value, ast.Call):
+            return None
+        defining, _ = found
+        modules = [defining, module]
+        for imported in module.imported:
+            if self._may_register(imported):
+                other = self.project.module_named(imported)
+                if other is not None:
+                    modules.append(other)
+        registered: dict[str, list[str]] = {}
+        seen: set[int] = set()
+        for other in modules:
+            if id(other) in seen:
+                continue
+            seen.add(id(other))
+            for target, key, class_name in self._module_registrations(other):
+                if target == name:
+                    registered.setdefault(key, []).append(class_name)
+        return registered or None
+
+    def _may_register(self, module_name: str) -> bool:
+        """Whether a project module's text can hold a registration (read, not parsed, to decide)."""
+        cached = self._registering.get(module_name)
+        if cached is None:
+            path = self.project.module_path(module_name) if self.project.is_project_name(module_name) else None
+            try:
+                if path is None:
+                    cached = False
+                else:  # an editor's unsaved buffer is parsed to find out
+                    cached = self.project.has_overlay(path) or any(f".{m}".encode() in path.read_bytes() for m in registries.REGISTER_METHODS)
+            except OSError:
+                cached = False
+            self._registering[module_name] = cached
+        return cached
+
+    def _module_registrations(self, module: ModuleSymbols) -> list[tuple[str, str, str]]:
+        """(registry, key, class) for each `@REG.register_module()` class of a module, memoised."""
+        cached = self._registrations.get(id(module))
+        if cached is None:
+            cached = []
+            for target, scope, key, node in registries.registrations(module):
+                registry = self.qualified_name(target, module, scope)
+                if registry is not None:
+                    cached.append((registry, key, module.defined_name(scope, node.name)))
+            self._registrations[id(module)] = cached
+        return cached
+
+    def _registry_call(
+        self, func: ast.Attribute, registered: dict[str, list[str]], call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int
+    ) -> Types:
+        """`REG.build(dict(type='X', ...))` builds X; `REG.get('X')` is the class X; an unknown key, any of them."""
+        argument = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("cfg", "name", "key")), None)
+        given = self.types(argument, module, scope, depth + 1) if argument is not None else EMPTY
+        building = func.attr != "get" and func.attr != "get_module"
+        key_types = frozenset().union(*(t.get("type") for t in given if isinstance(t, KeyedType))) if building else given
+        names = registries.keys(key_types)
+        chosen = sorted(names & registered.keys()) if names is not None else sorted(registered)
+        builder = "" if names is not None else f"{ast.unparse(func.value)}.{func.attr}"
+        classes = [ClassObjectType(c) for key in chosen for c in registered[key]]
+        if len({c.name for c in classes}) < 2:
+            builder = ""
+        if not building:
+            return frozenset(ClassObjectType(c.name, builder) for c in classes)
+        config = tuple(sorted((k, registries.choices(v)) for t in given if isinstance(t, KeyedType) for k, v in t.items if k != "type"))
+        found: set[Type] = set()
+        for item in classes:
+            instance = self.instance(item.name, None)
+            found.add(replace(instance, config=config if self._choice_parameters_of(item.name, config) else (), built_by=builder))
+        return frozenset(found)
+
+    def _choice_parameters_of(self, class_name: str, config: Passed) -> bool:
+        info = self.classes.by_name(class_name)
+        init = self.classes.find_method(info, "__init__") if info is not None else None
+        return bool(config) and init is not None and all(name in _parameter_names(init[1]) for name, _ in config)
+
+    def _builder(self, scope: Scope, mapping: ast.expr) -> str:
+        return registries.builder_name(display_name(scope), ast.unparse(mapping))
+
+    def _configured_instance(
+        self, class_name: str, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int, built_by: str = ""
+    ) -> ClassType:
+        """An instance, with the constructor arguments that choose what it builds (its `config`)."""
+        item = self.instance(class_name, call)
+        info = self.classes.by_name(class_name) if call is not None else None
+        init = self.classes.find_method(info, "__init__") if info is not None else None
+        config = self._passed(init[0].module, init[1], True, call, module, scope, depth) if init is not None else ()
+        return replace(item, config=config, built_by=built_by) if config or built_by else item
+
+    def _passed(
+        self, callee_module: ModuleSymbols, callee_scope: Scope, has_receiver: bool, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int
+    ) -> Passed:
+        """What a call passes to the parameters that choose what the callee builds: arguments
+        carrying literals, config dicts or classes, and (as unknown) any argument given to a
+        parameter whose default is one. Empty for the common call, which chooses nothing."""
+        node = callee_scope.node
+        if call is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return ()
+        params = [a.arg for a in positional_parameters(node.args)][1 if has_receiver else 0 :]
+        keyword_only = {a.arg for a in node.args.kwonlyargs}
+        choosing = self._choice_defaults(callee_module, callee_scope)
+        passed: dict[str, Types] = {}
+        for name, argument in zip(params, call.args):
+            if isinstance(argument, ast.Starred):
+                break
+            types = self.types(argument, module, scope, depth + 1)
+            if name in choosing or registries.is_choice(types):
+                passed[name] = registries.choices(types)
+        for keyword in call.keywords:
+            if keyword.arg is not None and (keyword.arg in params or keyword.arg in keyword_only):
+                types = self.types(keyword.value, module, scope, depth + 1)
+                if keyword.arg in choosing or registries.is_choice(types):
+                    passed[keyword.arg] = registries.choices(types)
+        return tuple(sorted(passed.items()))
+
+    def _choice_defaults(self, module: ModuleSymbols, scope: Scope) -> frozenset[str]:
+        """Parameters whose default chooses what is built (`norm_cfg=dict(type='BN')`), memoised."""
+        cached = self._choosing.get(id(scope))
+        if cached is None:
+            node = scope.node
+            names: set[str] = set()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                args = node.args
+                positional = positional_parameters(args)
+                pairs = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+                saved = self._env
+                self._env = {}
+                try:
+                    for parameter, default in pairs:
+                        if default is not None and registries.is_choice(self.types(default, module, scope.parent or scope)):
+                            names.add(parameter.arg)
+                finally:
+                    self._env = saved
+            cached = self._choosing[id(scope)] = frozenset(names)
+        return cached
+
+    def _returned_types_with(self, module: ModuleSymbols, scope: Scope, passed: Passed) -> Types:
+        """What a function returns when called with `passed` (and inside the evaluations that enclose it)."""
+        outer = {k: v for k, v in self._env.items() if k in _ancestor_ids(scope)}
+        if passed:
+            outer[id(scope)] = dict(passed)
+        env_key = _frozen_env(outer)
+        key = (id(scope), env_key)
+        cached = self._env_returns.get(key)
+        if cached is not None:
+            return cached
+        count = self._contexts.get(id(scope), 0)
+        if count >= MAX_CONTEXTS and not self._env_key(scope):
+            return self._returned_types(module, scope)
+        self._contexts[id(scope)] = count + 1
+        self._env_returns[key] = EMPTY
+        saved = self._env
+        self._env = outer
+        try:
+            found: set[Type] = set()
+            for returned in self.return_expressions(scope):
+                found.update(self.types(returned, module, scope))
+        finally:
+            self._env = saved
+        result = frozenset(found)
+        self._env_returns[key] = result
+        return result
+
+    def _env_key(self, scope: Scope) -> tuple[object, ...]:
+        """The arguments being evaluated with that `scope` (or a scope enclosing it) sees."""
+        env = self._env
+        found = []
+        current: Scope | None = scope
+        while current is not None:
+            passed = env.get(id(current))
+            if passed is not None:
+                found.append((id(current), tuple(sorted(passed.items()))))
+            current = current.parent
+        return tuple(found)
+
+    def _receiver_type(self, info: ClassInfo) -> ClassType:
+        """`self` in a method: configured like the instance being evaluated, if it is."""
+        passed = self._env.get(id(info.scope)) if self._env else None
+        return ClassType(info.qualified_name, config=tuple(sorted(passed.items()))) if passed else ClassType(info.qualified_name)
+
     # -- names ----------------------------------------------------------------
 
     def qualified_name(self, expr: ast.expr, module: ModuleSymbols, scope: Scope) -> str | None:
@@ -343,7 +628,7 @@ class TypeInference:
     def _name_types(self, expr: ast.Name, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         receiver = self.self_class(module, scope, expr.id)
         if receiver is not None:
-            item = ClassType(receiver.qualified_name)
+            item = self._receiver_type(receiver)
             view = self.construction.container_view(self, item, None, None, None, depth)
             return frozenset({item} if view is None else {item, view})
         binding = module.binding(scope, expr.id, expr.lineno)
@@ -352,14 +637,27 @@ class TypeInference:
             return self._global_types(star, depth + 1) if star else EMPTY
         if binding.scope.kind == "module" or binding.kind in (IMPORT, CLASSDEF, DEF):
             return self.binding_types(module, binding, depth + 1)
-        # inside a function, any of its assignments may be the one that ran (`if ...: block = A() else: block = B()`)
+        # inside a function, any of its assignments may be the one that ran (`if ...: block = A() else: block = B()`),
+        # unless the function is straight-line there: then the one that reaches the use
+        candidates = binding.scope.bindings.get(expr.id, [binding])
+        if len(candidates) > 1 and binding.scope is scope:
+            reaching = _reaching_binding(candidates, scope, expr)
+            if reaching is not None:
+                candidates = [reaching]
         found: set[Type] = set()
-        for candidate in binding.scope.bindings.get(expr.id, [binding]):
+        for candidate in candidates:
             found.update(self.binding_types(module, candidate, depth + 1))
         return frozenset(found)
 
     def binding_types(self, module: ModuleSymbols, binding: Binding, depth: int = 0) -> Types:
         """Memoised per binding; a fresh depth budget inside (the memo and a cycle sentinel bound the work)."""
+        if self._env:
+            passed = self._env.get(id(binding.scope))
+            if binding.kind == PARAM and passed is not None and binding.name in passed:
+                return passed[binding.name]  # what the call being evaluated passes
+            env_key = self._env_key(binding.scope)
+            if env_key:
+                return self._binding_types_in_env(module, binding, env_key)
         key = id(binding)
         cached = self._binding_types.get(key)
         if cached is not None:
@@ -367,6 +665,16 @@ class TypeInference:
         self._binding_types[key] = EMPTY  # a binding that (indirectly) refers to itself
         result = self._binding_types_uncached(module, binding, 0)
         self._binding_types[key] = result
+        return result
+
+    def _binding_types_in_env(self, module: ModuleSymbols, binding: Binding, env_key: tuple[object, ...]) -> Types:
+        key = (id(binding), env_key)
+        cached = self._env_binding_types.get(key)
+        if cached is not None:
+            return cached
+        self._env_binding_types[key] = EMPTY
+        result = self._binding_types_uncached(module, binding, 0)
+        self._env_binding_types[key] = result
         return result
 
     def _binding_types_uncached(self, module: ModuleSymbols, binding: Binding, depth: int) -> Types:
@@ -498,7 +806,11 @@ class TypeInference:
             found.update(self.annotation_types(binding.value, module, binding.scope.parent or binding.scope, depth))
         default = _parameter_default(binding)
         if default is not None:
-            found.update(self.types(default, module, binding.scope.parent or binding.scope, depth + 1))
+            chosen = self.types(default, module, binding.scope.parent or binding.scope, depth + 1)
+            found.update(chosen)
+            if registries.is_choice(chosen):  # `attention='plain'`: or what this module's calls choose instead
+                for argument, call_scope in passed_arguments(module, binding.scope, binding.name):
+                    found.update(registries.choices(self.types(argument, module, call_scope, depth + 1)))
         found.update(self.construction.site_types(self, binding, module))  # `Wrapper(Block())` for `__init__(self, inner)`
         return frozenset(found)
 
@@ -538,6 +850,8 @@ class TypeInference:
         for base in self.types(expr.value, module, scope, depth + 1):
             if isinstance(base, ClassType):
                 found.update(self.instance_attribute_types(base, expr.attr))
+            elif isinstance(base, KeyedType):  # `cfg.type` on a config dict
+                found.update(base.get(expr.attr))
         if found:
             return frozenset(found)
         name = self.qualified_name(expr, module, scope)
@@ -553,26 +867,55 @@ class TypeInference:
                 return frozenset(dict(item.arguments).get(attribute, ()))
             return EMPTY
         if not item.arguments:
-            return self.attribute_types(info, attribute)
+            return self.attribute_types(info, attribute, item.config)
         key = (item, attribute)
         cached = self._instance_attributes.get(key)
         if cached is not None:
             return cached
         self._instance_attributes[key] = EMPTY
         bound = {name: frozenset(types) for name, types in item.arguments}
-        result = self._assigned_types(info, attribute, bound)
+        result = self._configured(info, item.config, lambda: self._assigned_types(info, attribute, bound))
         self._instance_attributes[key] = result
         return result
 
-    def attribute_types(self, info: ClassInfo, attribute: str) -> Types:
+    def attribute_types(self, info: ClassInfo, attribute: str, config: Passed = ()) -> Types:
+        """What `self.<attribute>` can hold; `config`: what the instance's constructor was passed
+        (the literal `norm_cfg=dict(type='GN')` that chose its norm layer)."""
+        saved = self._env
+        if config and self.classes.find_method(info, "__init__") is not None:
+            configured = (id(info.scope), attribute, config)
+            cached = self._configured_attributes.get(configured)
+            if cached is not None:
+                return cached
+            self._configured_attributes[configured] = EMPTY
+            result = self._configured(info, config, lambda: self._assigned_types(info, attribute, None))
+            self._configured_attributes[configured] = result
+            return result
         key = (id(info.scope), attribute)
         cached = self._attribute_types.get(key)
         if cached is not None:
             return cached
         self._attribute_types[key] = EMPTY  # cycles: `self.a = self.a.b`
-        result = self._assigned_types(info, attribute, None)
+        self._env = {}  # an instance's attributes do not depend on the call being evaluated
+        try:
+            result = self._assigned_types(info, attribute, None)
+        finally:
+            self._env = saved
         self._attribute_types[key] = result
         return result
+
+    def _configured(self, info: ClassInfo, config: Passed, evaluate: Callable[[], Types]) -> Types:
+        """`evaluate()` with the constructor's choosing arguments (`config`) seen by `__init__`."""
+        init = self.classes.find_method(info, "__init__")
+        if not config or init is None:
+            return evaluate()
+        saved = self._env
+        passed = dict(config)
+        self._env = {id(init[1]): passed, id(init[0].scope): passed}
+        try:
+            return evaluate()
+        finally:
+            self._env = saved
 
     def _assigned_types(self, info: ClassInfo, attribute: str, bound: dict[str, Types] | None) -> Types:
         """What the class's methods assign, register or grow under `attribute`; `bound`: the
@@ -597,17 +940,17 @@ class TypeInference:
                 found.update(self.annotation_types(annotation, cls.module, cls.scope))
             method = cls.method(attribute)
             if method is not None:
-                found.add(self.function(cls.module, method, Value(frozenset({OUTER}), frozenset({ClassType(info.qualified_name)}), path="self")))
-        construction = self.construction
-        found.update(construction.added_types(self, info, attribute, computed=False, bound=bound))  # `self.add_module("norm", m)`
+                found.add(self.function(cls.module, method, Value(frozenset({OUTER}), frozenset({self._receiver_type(info)}), path="self")))
+        built = self.construction
+        found.update(built.added_types(self, info, attribute, computed=False, bound=bound))  # `self.add_module("norm", m)`
         if not found:  # registered under a name computed at run time: it may be this one
-            found.update(construction.added_types(self, info, attribute, bound=bound))
-        grown = construction.grown_types(self, info, attribute, bound)  # `self.blocks.append(m)`, `self.heads[k] = m`
+            found.update(built.added_types(self, info, attribute, bound=bound))
+        grown = built.grown_types(self, info, attribute, bound)  # `self.blocks.append(m)`, `self.heads[k] = m`
         if grown:
             kinds = {t.kind for t in found if isinstance(t, ContainerType)} or {torch_api.SEQUENCE}
             found.update(ContainerType(kind, grown) for kind in kinds)
         if attribute == "_modules":
-            found.add(ContainerType(torch_api.MAPPING, construction.children(self, info)))
+            found.add(ContainerType(torch_api.MAPPING, built.children(self, info)))
         return frozenset(found)
 
     # -- functions ------------------------------------------------------------
@@ -618,14 +961,21 @@ class TypeInference:
 
     def _returned_types(self, module: ModuleSymbols, scope: Scope) -> Types:
         """What a function returns, memoised (fresh depth budget, cycle sentinel)."""
+        if self._env and self._env_key(scope):
+            return self._returned_types_with(module, scope, ())
         key = id(scope)
         cached = self._return_types.get(key)
         if cached is not None:
             return cached
         self._return_types[key] = EMPTY
-        found: set[Type] = set()
-        for returned in self.return_expressions(scope):
-            found.update(self.types(returned, module, scope))
+        saved = self._env
+        self._env = {}  # nothing passed: no argument of an enclosing evaluation reaches it
+        try:
+            found: set[Type] = set()
+            for returned in self.return_expressions(scope):
+                found.update(self.types(returned, module, scope))
+        finally:
+            self._env = saved
         result = frozenset(found)
         self._return_types[key] = result
         return result
@@ -731,3 +1081,55 @@ def _parameter_default(binding: Binding) -> ast.expr | None:
     if binding.node in args.kwonlyargs:
         return args.kw_defaults[args.kwonlyargs.index(binding.node)]
     return None
+
+
+def _parameter_names(scope: Scope) -> set[str]:
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return set()
+    return {a.arg for a in (*positional_parameters(node.args), *node.args.kwonlyargs)}
+
+
+def _ancestor_ids(scope: Scope) -> set[int]:
+    found = set()
+    current = scope.parent
+    while current is not None:
+        found.add(id(current))
+        current = current.parent
+    return found
+
+
+def _frozen_env(env: dict[int, dict[str, Types]]) -> tuple[object, ...]:
+    return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in env.items()))
+
+
+def _reaching_binding(candidates: list[Binding], scope: Scope, use: ast.Name) -> Binding | None:
+    """The binding of a name that reaches `use` when every binding is a statement of the
+    function's own body (no branch or loop around it) or a parameter; None otherwise (then
+    any of them may have run, and the caller keeps their union)."""
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    body = {id(statement) for statement in node.body}
+    position = (use.lineno, use.col_offset)
+    reaching: Binding | None = None
+    reached_at: tuple[int, int] = (0, -1)
+    for candidate in candidates:
+        if candidate.kind == PARAM:
+            at = (0, 0)
+        elif id(candidate.node) in body and (candidate.kind in (ASSIGN, UNPACK, LOOP) or isinstance(candidate.node, ast.AugAssign)):
+            statement = candidate.node
+            if candidate.kind == LOOP:
+                at = (statement.lineno, statement.col_offset)  # type: ignore[attr-defined]  # a body statement
+                if at >= position:
+                    continue
+            else:
+                end = (getattr(statement, "end_lineno", None) or 0, getattr(statement, "end_col_offset", None) or 0)
+                if end > position:
+                    continue  # bound after the use (or by the statement the use is part of)
+                at = end
+        else:
+            return None
+        if at >= reached_at:
+            reaching, reached_at = candidate, at
+    return reaching

@@ -40,6 +40,8 @@ from ckptlint.regions.summary import (
     PendingStore,
     StateKey,
     Summary,
+    approximation_note,
+    with_note,
 )
 from ckptlint.regions.values import Type, Types
 from ckptlint.regions.values import (
@@ -772,6 +774,16 @@ class FunctionInterpreter:
 
     def call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         """Calling an `nn.Module` instance runs its forward."""
+        if item.built_by:  # its class came from a builder's unknown key: what it does is noted so
+            start = len(self.effects)
+            try:
+                return self._call_module(module_value, item, node, arguments, keywords)
+            finally:
+                note = approximation_note(module_value.path or ast.unparse(node.func), item.built_by)
+                self.effects[start:] = [with_note(effect, note) for effect in self.effects[start:]]
+        return self._call_module(module_value, item, node, arguments, keywords)
+
+    def _call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         if self.library.module_call(self, module_value.path or ast.unparse(node.func), item, node):
             return LOCAL_VALUE
         info = self.analysis.classes.by_name(item.name)

@@ -17,11 +17,12 @@ from ckptlint.syntax import walk
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULES
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.regions.summary import Context
+from ckptlint.regions.summary import Context, Facts, approximation_note
 from ckptlint.regions.inference import TypeInference, display_name
 from ckptlint.regions.known_truth import false_value
 from ckptlint.regions.training_step import CHECKPOINT_KEYWORDS, false_arguments
-from ckptlint.symbols import ModuleSymbols, Scope, positional_parameters
+from ckptlint.regions.call_sites import ParameterArguments
+from ckptlint.symbols import PARAM, ModuleSymbols, Scope, positional_parameters
 from ckptlint.regions.values import Types
 from ckptlint.regions.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types, ordered
 
@@ -32,6 +33,8 @@ class RegionEntry:
     scope: Scope
     context: Context
     name: str  # for messages: `Block.forward`
+    # facts every effect of the entry carries: its module's class came from an over-approximated builder
+    note: Facts = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,6 +49,7 @@ class RegionResolver:
     def __init__(self, classes: ClassIndex, inference: TypeInference):
         self.classes = classes
         self.inference = inference
+        self.parameters = ParameterArguments(inference)
 
     def entries(self, call: CheckpointCall) -> list[RegionEntry | RunningStatsRegion]:
         region = call.region
@@ -74,7 +78,7 @@ class RegionResolver:
             elif isinstance(item, ClassType):
                 if item.running_stats:
                     entries.append(RunningStatsRegion(region, item.short))
-                entries.extend(self._module_entries(item, passed=_passed_arguments(call), false=false_arguments(call)))
+                entries.extend(_noted(self._module_entries(item, passed=_passed_arguments(call), false=false_arguments(call)), item, region))
             elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
                 entries.extend(self._sequential_entries(item, region, set()))
         return entries
@@ -89,7 +93,7 @@ class RegionResolver:
             if isinstance(element, ClassType):
                 if element.running_stats:
                     entries.append(RunningStatsRegion(region, element.short))
-                entries.extend(self._module_entries(element))
+                entries.extend(_noted(self._module_entries(element), element, region))
                 view = self._container_view(element)
                 if view is not None and view.kind == torch_api.SEQUENTIAL:
                     entries.extend(self._sequential_entries(view, region, seen))
@@ -103,7 +107,8 @@ class RegionResolver:
     def _region_types(self, region: ast.expr, call: CheckpointCall) -> Types:
         module, scope = call.module, call.scope
         if isinstance(region, ast.Attribute) and region.attr in ("__call__", "forward"):
-            return frozenset(t for t in self.inference.types(region.value, module, scope) if isinstance(t, ClassType))
+            held = self.inference.types(region.value, module, scope) or self._passed_in(region.value, call)
+            return frozenset(t for t in held if isinstance(t, ClassType))
         if isinstance(region, ast.Call) and region.args and self._is_partial(region, module, scope):
             bound = self._partial_arguments(region, module, scope)
             found = set()
@@ -112,7 +117,17 @@ class RegionResolver:
                     item = replace(item, bound=item.bound + bound)
                 found.add(item)
             return frozenset(found)
-        return self.inference.types(region, module, scope)
+        return self.inference.types(region, module, scope) or self._passed_in(region, call)
+
+    def _passed_in(self, region: ast.expr, call: CheckpointCall) -> Types:
+        """A region that is a parameter of the function holding the call (`def apply_module(m, x):
+        return checkpoint(m, x)`): whatever the module's calls of that function pass."""
+        if not isinstance(region, ast.Name):
+            return frozenset()
+        binding = call.module.binding(call.scope, region.id, region.lineno)
+        if binding is None or binding.kind != PARAM or binding.scope is not call.scope:
+            return frozenset()
+        return self.parameters.types(call.module, call.scope, region.id)
 
     def _is_partial(self, call: ast.Call, module: ModuleSymbols, scope: Scope) -> bool:
         return self.inference.qualified_name(call.func, module, scope) == "functools.partial"
@@ -185,7 +200,7 @@ class RegionResolver:
         if forward is None:
             return []
         owner, scope = forward
-        instance = replace(item, name=info.qualified_name, running_stats=False)  # with the arguments its constructor was passed
+        instance = replace(item, name=info.qualified_name, running_stats=False, built_by="")  # with the arguments its constructor was passed
         view = self._container_view(instance)
         receiver = Value(frozenset({OUTER}), frozenset({instance} if view is None else {instance, view}), path="self")
         # a cleared cache argument is None, `use_cache` is False
@@ -230,6 +245,14 @@ def _passed_arguments(call: CheckpointCall) -> tuple[int | None, tuple[str, ...]
         return None, ()
     keywords = tuple(sorted(k for k in arguments.keywords if k not in CHECKPOINT_KEYWORDS))
     return max(0, len(arguments.positional) - start), keywords
+
+
+def _noted(entries: list[RegionEntry | RunningStatsRegion], item: ClassType, region: ast.expr) -> list[RegionEntry | RunningStatsRegion]:
+    """Entries of a module whose class an unknown builder key chose: their findings say so."""
+    if not item.built_by:
+        return entries
+    note = approximation_note(ast.unparse(region), item.built_by)
+    return [replace(e, note=note) if isinstance(e, RegionEntry) else e for e in entries]
 
 
 def _tested_classes(node: ast.AST, module: ModuleSymbols, scope: Scope) -> list[ast.expr]:

@@ -10,7 +10,7 @@ their wording: they format the facts, so the analysis never writes a sentence.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ckptlint.regions.values import LOCAL_VALUE, Value
 from ckptlint.symbols import ModuleSymbols
@@ -28,6 +28,19 @@ TORCH_RANDOM = "torch-random"  # not a finding: tells CKP102 whether RNG matters
 
 Facts = tuple[tuple[str, str], ...]
 StateKey = tuple[str, str]  # state that outlives the region: (class, attribute), ("global", name), ("path", path)
+BUILT_FOR, BUILT_BY = "built_for", "built_by"  # facts of an effect reached through an over-approximated module
+
+
+def approximation_note(module: str, builder: str) -> Facts:
+    """Facts saying the module's class came from a builder or registry with an unknown key."""
+    return ((BUILT_FOR, f"`{module}`"), (BUILT_BY, f"`{builder}`"))
+
+
+def with_note(effect: Effect, note: Facts) -> Effect:
+    """The effect, noted as reached through an over-approximated module (the innermost note wins)."""
+    if not note or any(name == BUILT_BY for name, _ in effect.facts):
+        return effect
+    return replace(effect, facts=effect.facts + note)
 
 
 @dataclass(frozen=True, eq=False)

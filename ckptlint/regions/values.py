@@ -45,6 +45,9 @@ class ClassType:
     # what this instance's constructor call passed to the `__init__` parameters its attributes are
     # built from (`Wrapper(inner=Block())`), each as the types in `ordered` order
     arguments: tuple[tuple[str, tuple[Type, ...]], ...] = ()
+    # constructor arguments that choose what the instance builds (literals, config dicts, classes)
+    config: tuple[tuple[str, Types], ...] = ()
+    built_by: str = ""  # the builder or registry whose unknown key over-approximated this class
 
     @property
     def short(self) -> str:
@@ -56,6 +59,27 @@ class ClassObjectType:
     """A class itself (`block_fn=Bottleneck`, `partial(Block, dim=8)`): calling it makes an instance."""
 
     name: str
+    built_by: str = ""  # the builder or registry whose unknown key over-approximated this class
+
+
+@dataclass(frozen=True)
+class LiteralType:
+    """A string constant (`'BN'`, `norm_layer='layernorm'`): a registry key or a config value."""
+
+    value: str
+
+
+@dataclass(frozen=True)
+class KeyedType:
+    """A dict with string keys (`dict(type='BN')`, `{'BN': nn.BatchNorm2d}`): the types per key."""
+
+    items: tuple[tuple[str, Types], ...]
+
+    def get(self, key: str) -> Types:
+        for name, types in self.items:
+            if name == key:
+                return types
+        return frozenset()
 
 
 @dataclass(frozen=True)
@@ -94,7 +118,7 @@ class FunctionType:
     module: object = field(default=None, compare=False, hash=False, repr=False)
 
 
-Type: TypeAlias = Union[ClassType, ClassObjectType, ContainerType, TupleType, RngType, FunctionType]
+Type: TypeAlias = Union[ClassType, ClassObjectType, ContainerType, TupleType, RngType, FunctionType, LiteralType, KeyedType]
 Types: TypeAlias = "frozenset[Type]"  # what a name may hold: a union of abstract types
 
 

@@ -13,7 +13,7 @@ from typing import Iterable, Iterator
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.finding import Finding, Fix, Site
-from ckptlint.regions.summary import Effect
+from ckptlint.regions.summary import BUILT_BY, Effect
 from ckptlint.rules.context import RuleContext
 from ckptlint.symbols import ModuleSymbols
 
@@ -107,6 +107,9 @@ class RegionRule(Rule):
 
     kinds: frozenset[str] = frozenset()
     messages: dict[str, str] = {}  # effect variant -> message template over the effect's facts
+    # added when the region reaches the effect through a module whose class a builder or
+    # registry chose with a key the analysis cannot know (every class it can build is followed)
+    approximation = "for {built_for} built by {built_by}"
 
     def applies(self, call: CheckpointCall, effect: Effect) -> bool:
         return True
@@ -120,7 +123,11 @@ class RegionRule(Rule):
 
     def describe(self, call: CheckpointCall, effect: Effect) -> str:
         """The message: the rule's wording for the effect's variant, filled with its facts."""
-        return self.messages[effect.variant].format_map({**effect.fact_map, **self.call_facts(call, effect)})
+        facts = {**effect.fact_map, **self.call_facts(call, effect)}
+        text = self.messages[effect.variant].format_map(facts)
+        if BUILT_BY in facts:
+            text += f" ({self.approximation.format_map(facts)})"
+        return text
 
     def call_facts(self, call: CheckpointCall, effect: Effect) -> dict[str, str]:
         """Facts about the checkpoint call that the wording needs (its mode, say)."""

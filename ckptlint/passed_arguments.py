@@ -1,0 +1,62 @@
+"""The arguments a module's own calls pass to a parameter of one of its functions.
+
+`def apply_module(m, x)` called as `apply_module(self.mlp, x)`; `Block.__init__(self, ...,
+activation_checkpoint_func=None)` called as `Block(..., activation_checkpoint_func=checkpoint)`.
+Syntactic and limited to the defining module, so what a file means depends on that file.
+Call recognition (calls.py) and region resolution (regions/call_sites.py) both ask.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ckptlint.symbols import CLASS, CLASSDEF, DEF, ModuleSymbols, Scope, positional_parameters
+
+
+def passed_arguments(module: ModuleSymbols, scope: Scope, name: str) -> list[tuple[ast.expr, Scope]]:
+    """(argument, scope of the call) for each call in `module` of the function `scope` that
+    passes parameter `name`; a class's `__init__` is called by calling the class."""
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    params = [a.arg for a in positional_parameters(node.args)]
+    owner = scope.parent if scope.parent is not None and scope.parent.kind == CLASS else None
+    if owner is not None and not _is_static(node):
+        params = params[1:]
+    position = params.index(name) if name in params else None
+    found: list[tuple[ast.expr, Scope]] = []
+    for call, call_scope in module.calls:
+        if not _calls(call, call_scope, module, node, owner):
+            continue
+        argument = next((k.value for k in call.keywords if k.arg == name), None)
+        if argument is None and position is not None and position < len(call.args):
+            if any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+                continue
+            argument = call.args[position]
+        if argument is not None:
+            found.append((argument, call_scope))
+    return found
+
+
+def _calls(call: ast.Call, scope: Scope, module: ModuleSymbols, function: ast.FunctionDef | ast.AsyncFunctionDef, owner: Scope | None) -> bool:
+    """Whether `call` calls `function`: by name, `obj.<name>(...)` for a method, the class for `__init__`."""
+    func = call.func
+    if owner is not None and function.name == "__init__":
+        class_node = owner.node
+        called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if called != getattr(class_node, "name", None):
+            return False
+        if isinstance(func, ast.Name):
+            binding = module.binding(scope, func.id, func.lineno)
+            return binding is not None and binding.kind == CLASSDEF and binding.node is class_node
+        return True
+    if owner is not None:
+        return isinstance(func, ast.Attribute) and func.attr == function.name
+    if not isinstance(func, ast.Name) or func.id != function.name:
+        return False
+    binding = module.binding(scope, func.id, func.lineno)
+    return binding is not None and binding.kind == DEF and binding.node is function
+
+
+def _is_static(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)

@@ -1,0 +1,133 @@
+"""Module construction (builders, registries, factories, wrappers): what the messages say,
+what a literal key narrows, and where flow sensitivity stops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ckptlint.config import find_config, load_config
+from ckptlint.engine import Linter, lint_source
+from conftest import FIXTURES, REPO
+
+HAZARDS = FIXTURES / "regions" / "hazards"
+
+
+def _lint(path: Path):
+    return Linter(load_config(find_config(path), REPO), base=REPO).lint_paths([path], project_root=FIXTURES)
+
+
+def test_over_approximated_module_is_named_in_the_message() -> None:
+    [finding] = _lint(HAZARDS / "builder_stage_definitions.py").findings
+    assert finding.code == "CKP204" and finding.line == 14
+    assert finding.summary.endswith("(for `self.blocks` built by `StageBuilder._make_block`)")
+
+
+def test_registry_object_with_unknown_config_is_named_in_the_message() -> None:
+    [finding] = _lint(HAZARDS / "registry_class_build.py").findings
+    assert finding.summary.endswith("(for `self.block` built by `BLOCKS.build`)")
+
+
+def test_exactly_known_modules_carry_no_note() -> None:
+    [finding] = _lint(HAZARDS / "norm_registry_config.py").findings
+    assert "built by" not in finding.message
+
+
+REGISTRY = """
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+NORMS = {{"BN": nn.BatchNorm1d, "LN": nn.LayerNorm, "GN": nn.GroupNorm}}
+
+
+def build_norm(cfg, width):
+    return NORMS[cfg["type"]](width)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.norm = build_norm(cfg, 8)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+def run(x, cfg):
+    return checkpoint(Block({argument}), x, use_reentrant=False)
+"""
+
+
+def test_literal_registry_key_builds_only_that_class() -> None:
+    assert lint_source(REGISTRY.format(argument='dict(type="LN")')) == []
+    assert lint_source(REGISTRY.format(argument='{"type": "GN"}')) == []
+    [bn] = lint_source(REGISTRY.format(argument='dict(type="BN")'))
+    assert (bn.code, bn.line) == ("CKP204", 19) and "built by" not in bn.message
+
+
+def test_unknown_registry_key_builds_every_class_and_says_so() -> None:
+    [finding] = lint_source(REGISTRY.format(argument="cfg"))
+    assert (finding.code, finding.line) == ("CKP204", 19)
+    assert "(for `self.norm` built by `build_norm`)" in finding.message
+
+
+BRANCHED = """
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Counter(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.inner(x)
+
+
+def step(x, wrap):
+    model = nn.Linear(4, 4)
+{rebinding}
+    return checkpoint(model, x, use_reentrant=False)
+"""
+
+
+def test_rebinding_under_a_branch_keeps_every_binding() -> None:
+    [finding] = lint_source(BRANCHED.format(rebinding="    if wrap:\n        model = Counter(model)"))
+    assert (finding.code, finding.line) == ("CKP203", 14)
+
+
+def test_rebinding_after_the_call_is_not_the_region() -> None:
+    source = BRANCHED.replace("    return checkpoint(model, x, use_reentrant=False)\n", "    y = checkpoint(model, x, use_reentrant=False)\n    model = Counter(model)\n    return model(y)\n")
+    assert lint_source(source.format(rebinding="")) == []
+    straight = BRANCHED.format(rebinding="    model = Counter(model)")
+    assert [(f.code, f.line) for f in lint_source(straight)] == [("CKP203", 14)]
+
+
+def test_wrapper_parameter_region_follows_every_call_in_the_module() -> None:
+    source = """
+import random
+from torch.utils.checkpoint import checkpoint
+
+
+def noisy(x):
+    return x * random.random()
+
+
+def quiet(x):
+    return x
+
+
+def run_checkpointed(fn, x):
+    return checkpoint(fn, x, use_reentrant=False)
+
+
+def step(x):
+    return run_checkpointed(quiet, run_checkpointed(noisy, x))
+"""
+    [finding] = lint_source(source)
+    assert (finding.code, finding.line) == ("CKP201", 7)
+    assert [s.line for s in finding.sites] == [15]
