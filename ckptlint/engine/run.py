@@ -162,6 +162,8 @@ class Run:
             return
         self.outcomes[path] = outcome
         self.reused.discard(path)
+        for dependency, digest in outcome.dependencies.items():
+            self.workspace.learn(dependency, digest)
 
     # -- results ----------------------------------------------------------------
 

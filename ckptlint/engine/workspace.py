@@ -89,6 +89,17 @@ class Workspace:
             return content.encode("utf-8", "surrogatepass")
         return content
 
+    def learn(self, path: str, digest: str) -> None:
+        """A digest a worker computed for a file this process never read (an installed
+        library's module a result depends on): kept with the file's stat data, so the next
+        run does not read it to check the result. A file changed after the worker read it
+        has changed since the run started: too recent to be recorded (`stats`)."""
+        if path in self._states or path in self.overlays:
+            return
+        state = self.state(path)
+        if state is not None and state.digest is None:
+            state.digest = digest
+
     def size(self, path: str) -> int:
         state = self.state(path)
         return state.size if state is not None else 0
