@@ -237,11 +237,6 @@ class Project:
         """Could this dotted name live in the project? (Its first part is importable from a root.)"""
         return qualified_name.partition(".")[0] in self._namespace()
 
-    def is_library_name(self, qualified_name: str) -> bool:
-        """Could this dotted name live in an installed library (and in no project root)?"""
-        head = qualified_name.partition(".")[0]
-        return head not in self._namespace() and head in self._library_namespace()
-
     def resolvable(self, qualified_name: str) -> bool:
         """Could this dotted name be read: in the project, or in an installed library?"""
         return qualified_name.partition(".")[0] in self._heads_and_libraries()
