@@ -120,6 +120,7 @@ class Project:
         self.library_roots = [self._key(directory) for directory in libraries]  # in import order
         self._library_heads: dict[str, Path] | None = None  # top-level name -> library directory
         self._library_root_of: dict[Path, Path] = {}  # a library module's file -> its library directory
+        self._all_heads: dict[str, Path] | None = None  # both, the project's winning: asked for every name
         for root in roots:
             self.add_root(root)
 
@@ -138,6 +139,7 @@ class Project:
         if root not in self.roots:
             self.roots.append(root)
             self._head_index = None
+            self._all_heads = None
             self._path_by_name.clear()
             self._directory_by_name.clear()
 
@@ -235,19 +237,19 @@ class Project:
         """Could this dotted name live in the project? (Its first part is importable from a root.)"""
         return qualified_name.partition(".")[0] in self._namespace()
 
-    def is_library_name(self, qualified_name: str) -> bool:
-        """Could this dotted name live in an installed library (and in no project root)?"""
-        head = qualified_name.partition(".")[0]
-        return head not in self._namespace() and head in self._library_namespace()
-
     def resolvable(self, qualified_name: str) -> bool:
         """Could this dotted name be read: in the project, or in an installed library?"""
-        return self.is_project_name(qualified_name) or self.is_library_name(qualified_name)
+        return qualified_name.partition(".")[0] in self._heads_and_libraries()
 
     def _root_of(self, head: str) -> Path | None:
         """The directory a top-level name is imported from: a project root, else a library directory."""
-        root = self._namespace().get(head)
-        return root if root is not None else self._library_namespace().get(head)
+        return self._heads_and_libraries().get(head)
+
+    def _heads_and_libraries(self) -> dict[str, Path]:
+        heads = self._all_heads
+        if heads is None:
+            heads = self._all_heads = {**self._library_namespace(), **self._namespace()}
+        return heads
 
     def _library_namespace(self) -> dict[str, Path]:
         """Top-level name -> the first library directory holding it, without those never read."""
