@@ -417,11 +417,11 @@ class TypeInference:
             registered = self._registered(func.value, module, scope)
             if registered:
                 return self._registry_call(func, registered, call, module, scope, depth)
-        if method not in registries.KEYED_METHODS and method not in registries.LITERAL_METHODS:
+        if method not in registries.KEYED_METHODS and method not in registries.STRING_METHODS:
             return None
         base = self.types(func.value, module, scope, depth + 1)
-        if method in registries.LITERAL_METHODS:
-            return registries.string_method(base, method) if any(isinstance(t, LiteralType) for t in base) else None
+        if method in registries.STRING_METHODS:
+            return registries.string_method_call(base, method, call.args)
         if not any(isinstance(t, KeyedType) for t in base):
             return None
         if method == "copy":

@@ -15,7 +15,7 @@ import ast
 from dataclasses import replace
 from typing import Callable, Iterable
 
-from ckptlint.regions.values import ClassObjectType, ClassType, KeyedType, LiteralType, Type, Types, element_types
+from ckptlint.regions.values import ClassObjectType, ClassType, FunctionType, KeyedType, LiteralType, Type, Types, element_types
 from ckptlint.symbols import ModuleSymbols, Scope
 
 MAX_LITERAL = 64  # longer strings are text, not keys
@@ -26,7 +26,11 @@ LITERAL_METHODS: dict[str, Callable[[str], str]] = {"lower": str.lower, "upper":
 # how a registry object is asked for a class: `MODELS.build(cfg)`, `MODELS.get('name')`
 REGISTRY_METHODS = frozenset({"build", "get", "get_module", "build_from_cfg"})
 REGISTER_METHODS = frozenset({"register_module", "register"})
-ALL_METHODS = KEYED_METHODS | LITERAL_METHODS.keys() | REGISTRY_METHODS
+STRING_METHODS = LITERAL_METHODS.keys() | {"replace"}
+ALL_METHODS = KEYED_METHODS | STRING_METHODS | REGISTRY_METHODS
+# the key a string method gives on a value that is never a string (`norm_layer.lower()` where
+# `norm_layer` is `nn.LayerNorm`): that branch does not run for the value, so it selects nothing
+NO_KEY: Types = frozenset({LiteralType("\0")})
 # types a constructor or builder argument can carry that choose what gets built
 CHOICE_TYPES = (LiteralType, KeyedType, ClassObjectType)
 
@@ -75,6 +79,21 @@ def string_method(types: Types, method: str) -> Types:
     """`name.lower()` on literal keys."""
     transform = LITERAL_METHODS[method]
     return frozenset(LiteralType(transform(t.value)) for t in types if isinstance(t, LiteralType))
+
+
+def string_method_call(types: Types, method: str, arguments: list[ast.expr]) -> Types | None:
+    """`name.lower()`, `name.replace('_', '')` on literal keys; NO_KEY on a class or function,
+    which is never a string; None when the value may be a string no literal gives."""
+    if any(isinstance(t, LiteralType) for t in types):
+        if method != "replace":
+            return string_method(types, method)
+        old_new = [a.value for a in arguments if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if len(old_new) != 2 or len(arguments) != 2:
+            return None
+        return frozenset(LiteralType(t.value.replace(old_new[0], old_new[1])) for t in types if isinstance(t, LiteralType))
+    if types and all(isinstance(t, (ClassObjectType, FunctionType)) for t in types):
+        return NO_KEY
+    return None
 
 
 def is_choice(types: Types) -> bool:
