@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     runtime.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     runtime.add_argument("--timeout", type=float, default=300, help="seconds per model, both modes")
     runtime.add_argument("--force", action="store_true", help="rerun models already cached")
+    runtime.add_argument("--retry-failed", action="store_true", help="rerun cached models that were not run (after fixing an adapter)")
     runtime.add_argument("--ckptlint-src", default=REPO, help="the ckptlint whose runtime companion records")
     for name in ("static", "report"):
         commands.choices[name].add_argument("--ckptlint-src", default=REPO, help="the ckptlint checkout whose linter runs")
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return pins.setup(args.venv, HERE)
     if args.command == "runtime":
         return runtime_pass.run(args.venv, args.out, HERE, os.path.abspath(args.ckptlint_src), args.libraries, args.limit,
-                                args.only, args.jobs, args.timeout, args.force)  # fmt: skip
+                                args.only, args.jobs, args.timeout, args.force, args.retry_failed)  # fmt: skip
     sys.path.insert(0, os.path.abspath(args.ckptlint_src))  # its join rules judge the findings it made
     libraries = _libraries(args.out)
     if not libraries:

@@ -124,11 +124,13 @@ class _Shard:
 
 
 def run(venv: str, out_dir: str, benchmarks_dir: str, ckptlint_src: str, libraries: list[str], limit: int | None,
-        only: list[str], jobs: int, timeout: float, force: bool) -> int:  # fmt: skip
+        only: list[str], jobs: int, timeout: float, force: bool, retry_failed: bool = False) -> int:  # fmt: skip
     os.makedirs(out_dir, exist_ok=True)
     env = worker_env(benchmarks_dir, ckptlint_src)
     cache = os.path.join(out_dir, "runtime.jsonl")
     done = {} if force else cached_results(cache)
+    if retry_failed:  # models with no observed call in either mode run again
+        done = {key: result for key, result in done.items() if any(o.get("records") for o in result["modes"].values())}
     tasks: list[dict[str, Any]] = []
     libraries_meta = {}
     for library in libraries or list(LIBRARIES):

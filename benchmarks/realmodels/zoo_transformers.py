@@ -4,14 +4,15 @@ random weights, no download. Inputs are chosen by the forward's parameter names.
 
 from __future__ import annotations
 
+import copy
 import inspect
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from realmodels.zoo_common import Built
 
-MAX_PARAMETERS = 40_000_000  # a tiny build larger than this means the shrink missed a size
+MAX_PARAMETERS = 80_000_000  # a tiny build larger than this means the shrink missed a size
 
 _LAYERS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
            "num_encoder_layers", "num_decoder_layers", "depth", "num_blocks", "text_layers", "vision_layers",
@@ -144,7 +145,7 @@ def build(model_type: str) -> Built:
             errors.append(f"{variant}: {count} parameters")
             continue
         model = model_class(config)
-        return Built(model, lambda m=model: _inputs(m), lambda reentrant, m=model: _enable(m, reentrant),
+        return Built(model, _choose_inputs(model), lambda reentrant, m=model: _enable(m, reentrant),
                      f"{model_class.__module__}.{class_name}", variant, {"parameters": count})  # fmt: skip
     raise RuntimeError("no tiny configuration builds: " + "; ".join(errors))
 
@@ -172,30 +173,45 @@ def _image(config: Any) -> torch.Tensor:
     return torch.randn(BATCH, int(channels), height, width)
 
 
-def _inputs(model: Any) -> dict[str, Any]:
-    """Random inputs named after the forward's parameters: text, image, audio or seq2seq."""
+def _input_sets(model: Any) -> list[dict[str, Any]]:
+    """Candidate inputs named after the forward's parameters: text, text and image (dual
+    encoders), image, audio, seq2seq, embeddings."""
     config = model.config
     parameters = inspect.signature(model.forward).parameters
     text = _sub(config, "text_config", "decoder")
     vocab = int(getattr(text, "vocab_size", None) or getattr(config, "vocab_size", 100) or 100)
     ids = torch.randint(3, max(4, min(vocab, 1000)), (BATCH, SEQUENCE))
-    inputs: dict[str, Any] = {}
+    seq2seq = "decoder_input_ids" in parameters and bool(getattr(config, "is_encoder_decoder", False))
+    decoder = {"decoder_input_ids": ids} if seq2seq else {}
+    sets: list[dict[str, Any]] = []
     if "input_ids" in parameters:
-        inputs["input_ids"] = ids
-        if "decoder_input_ids" in parameters and getattr(config, "is_encoder_decoder", False):
-            inputs["decoder_input_ids"] = ids
-    elif "pixel_values" in parameters:
-        inputs["pixel_values"] = _image(config)
-    elif "input_values" in parameters:
-        inputs["input_values"] = torch.randn(BATCH, 16000)
-    elif "input_features" in parameters:
+        sets.append({"input_ids": ids, **decoder})
+        if "pixel_values" in parameters:
+            sets.append({"input_ids": ids, "pixel_values": _image(config), **decoder})
+    if "pixel_values" in parameters:
+        sets.append({"pixel_values": _image(config)})
+    if "input_values" in parameters:
+        sets.append({"input_values": torch.randn(BATCH, 16000)})
+    if "input_features" in parameters:
         bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
         frames = 2 * int(getattr(config, "max_source_positions", 1500) or 1500)
-        inputs["input_features"] = torch.randn(BATCH, int(bins), frames)
-        if "decoder_input_ids" in parameters:
-            inputs["decoder_input_ids"] = ids
-    elif "inputs_embeds" in parameters:
-        inputs["inputs_embeds"] = torch.randn(BATCH, SEQUENCE, int(getattr(config, "hidden_size", TINY_WIDTH)))
-    else:
-        raise TypeError("no known input among the forward's parameters: " + ", ".join(list(parameters)[:8]))
-    return inputs
+        sets.append({"input_features": torch.randn(BATCH, int(bins), frames), **({"decoder_input_ids": ids} if "decoder_input_ids" in parameters else {})})
+    if "inputs_embeds" in parameters:
+        sets.append({"inputs_embeds": torch.randn(BATCH, SEQUENCE, int(getattr(config, "hidden_size", TINY_WIDTH))), **decoder})
+    return sets
+
+
+def _choose_inputs(model: Any) -> Callable[[], dict[str, Any]]:
+    """The first candidate a no-grad eval forward of a copy accepts (the copy keeps any lazily
+    built state out of the model under test); the inputs are drawn afresh for the real step."""
+    errors = []
+    for index, inputs in enumerate(_input_sets(model)):
+        trial = copy.deepcopy(model).eval()
+        try:
+            with torch.no_grad():
+                trial(**inputs)
+        except Exception as exc:  # noqa: BLE001 - try the next candidate
+            errors.append(f"{'+'.join(inputs)}: {type(exc).__name__}: {str(exc).strip()[:160]}")
+            continue
+        return lambda m=model, i=index: _input_sets(m)[i]
+    raise TypeError("no input set works: " + " | ".join(errors) if errors else "no known input among the forward's parameters")
