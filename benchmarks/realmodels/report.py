@@ -21,6 +21,10 @@ STATUS_RANK = {"not exercised": 0, "not triggered as driven": 1, "not confirmabl
 NOT_RUN = "code not run by this configuration (line never ran)"
 NOT_IN_REGION = "code not run in a region by this configuration (ran, but never inside a replayed region)"
 NEEDS_GPU = "needs a GPU (CKP205 on CPU)"
+# error reasons that say the companion could not replay the call, not that checkpointing changed
+# anything: its plain replay failed (e.g. a checkpoint call nested in another one, probed during
+# the outer call's recompute, trips torch's saved-tensor check) or it could not snapshot
+UNJUDGED_REASONS = ("replay without checkpointing", "ckptlint")
 EXPLANATIONS = (NOT_RUN, NOT_IN_REGION, NEEDS_GPU)
 
 _real: dict[str, str] = {}
@@ -119,7 +123,14 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
 
     status: dict[tuple[str, int, int, str], str] = {}
     units: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+    unjudged: dict[tuple[str, int, str], dict[str, Any]] = {}
     for (library, model, mode), group in groups.items():
+        for record in [r for r in group if _unjudged(r)]:
+            item = unjudged.setdefault((record.site["path"], record.site["line"], record.region.get("name") or "?"),
+                                       {"library": library, "site": f"{record.site['path']}:{record.site['line']}",
+                                        "region": record.region.get("name") or "?", "models": [], "detail": _first_detail(record, "error")})  # fmt: skip
+            item["models"].append(f"{model} ({mode})")
+        group = [r for r in group if not _unjudged(r)]
         relevant = [f for file in _touched(group) for f in findings_by_file.get(file, ())]
         joined, missed = join(group, relevant, "/")
         for finding, item in zip(relevant, joined):
@@ -189,7 +200,30 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
         "explained": sorted((j for j in judged if j["verdict"] == "explained"), key=lambda j: (j["path"], j["line"], j["code"])),
         "confirmed": sorted((j for j in judged if j["verdict"] == "confirmed"), key=lambda j: (j["path"], j["line"], j["code"])),
         "divergences": sorted(units.values(), key=lambda u: (u["library"], u["site"], u["category"])),
+        "one_mode_failures": _one_mode_failures(results.values()),
+        "unjudged": sorted(unjudged.values(), key=lambda u: (u["library"], u["site"])),
     }
+
+
+def _unjudged(record: Any) -> bool:
+    return record.verdict == "error" and all(r["category"] != "error" or r["name"] in UNJUDGED_REASONS for r in record.reasons) \
+        and any(r["name"] in UNJUDGED_REASONS for r in record.reasons)
+
+
+def _one_mode_failures(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Steps that fail in one mode and run in the other: checkpointing itself broke the step
+    (torch's reentrant checkpoint rejects keyword arguments, a recompute saves other tensors).
+    The companion may record nothing for them (torch can raise before the call is intercepted),
+    so they are listed apart from the join."""
+    found = []
+    for result in results:
+        modes = result["modes"]
+        statuses = {mode: outcome["status"] for mode, outcome in modes.items()}
+        if sorted(statuses.values()) != ["ok", "run-failed"]:
+            continue
+        failed = next(mode for mode, status in statuses.items() if status == "run-failed")
+        found.append({"library": result["library"], "model": result["name"], "mode": failed, "error": modes[failed].get("error", "")})
+    return sorted(found, key=lambda f: (f["library"], f["model"]))
 
 
 def exercised_sites_only(records: list[tuple[str, str, str, Any]]) -> set[tuple[str, int]]:
@@ -276,6 +310,17 @@ def render(result: dict[str, Any]) -> str:
         models = miss["models"]
         lines.append(f"  {miss['library']} {models[0]}{f' (+{len(models) - 1})' if len(models) > 1 else ''}: "
                      f"{_short(path, libraries)}:{line} region {miss['region']}: {miss['category']}: {miss['detail']}")  # fmt: skip
+    lines.append("")
+    unjudged = result.get("unjudged", [])
+    lines.append(f"== not judged: {len(unjudged)} call site(s) the companion could not replay (left out of the divergences)")
+    for item in unjudged:
+        path, line = item["site"].rsplit(":", 1)
+        lines.append(f"  {item['library']} {item['models'][0]} (+{len(item['models']) - 1}): {_short(path, libraries)}:{line} region {item['region']}: {item['detail'][:160]}")
+    lines.append("")
+    failures = result.get("one_mode_failures", [])
+    lines.append(f"== steps that fail in one mode only: {len(failures)} (checkpointing broke the step; not in the join)")
+    for item in failures:
+        lines.append(f"  {item['library']} {item['model']} ({item['mode']}): {item['error'][:200]}")
     lines.append("")
     lines.append(f"== contradicted: {len(result['contradicted'])} finding(s) whose code ran with no divergence")
     for item in result["contradicted"]:
