@@ -81,7 +81,7 @@ def _model_summary(library: str, enumerated: dict[str, Any] | None, results: dic
     for entry in (enumerated or {}).get("models", ()):
         if "skip" in entry:
             failed["skipped: " + entry["skip"].split(":")[0]] += 1
-    for key, result in sorted(results.items()):
+    for _, result in sorted(results.items()):
         outcomes = list(result["modes"].values())
         if any(outcome.get("records") for outcome in outcomes):
             run.append(result["name"])
@@ -98,8 +98,8 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
 
     results = cached_results(os.path.join(out_dir, "runtime.jsonl"))
     by_library: dict[str, dict[str, dict[str, Any]]] = collections.defaultdict(dict)
-    for key, result in results.items():
-        by_library[result["library"]][key] = result
+    for model_key, result in results.items():
+        by_library[result["library"]][model_key] = result
     findings = [f for lib in static["libraries"].values() for f in lib["findings"] if f["code"] != "CKP000"]
     for finding in findings:
         finding["path"] = real(finding["path"])

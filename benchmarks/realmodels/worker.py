@@ -161,7 +161,7 @@ def enumerate_library(library: str, out_path: str) -> int:
 def check() -> int:
     """Every pinned library imports; timm builds resnet18; print versions."""
     torchvision_without_native_ops()
-    versions = {"torch": torch.__version__}
+    versions: dict[str, str] = {"torch": str(torch.__version__)}
     failed = 0
     for library in ("transformers", "timm", "diffusers", "torchvision"):
         try:

@@ -63,7 +63,12 @@ def _special_ids(values: dict[str, Any]) -> list[int]:
 def shrink(values: dict[str, Any]) -> dict[str, Any]:
     """Every size in a configuration dictionary made tiny; nested configurations too."""
     result: dict[str, Any] = {}
+    layers = [v for k, v in values.items() if k in _LAYERS and isinstance(v, int) and not isinstance(v, bool) and v > 2]
     for key, value in values.items():
+        if isinstance(value, (list, tuple)) and layers and len(value) in layers and key != "depths":
+            continue  # a per-layer list (layer types, mlp types): recomputed from the new layer count
+        if key.endswith("layer_types") or key in ("out_features", "out_indices"):
+            continue  # derived from the layer count, or naming stages a tiny backbone no longer has
         if isinstance(value, dict) and ("model_type" in value or key.endswith("_config") or key in ("encoder", "decoder")):
             result[key] = shrink(value)
             continue
@@ -93,14 +98,13 @@ def shrink(values: dict[str, Any]) -> dict[str, Any]:
             result[key] = min(value, 2)
         elif key == "vocab_size":
             result[key] = max([min(value, 1024), *(i + 1 for i in _special_ids(values))])
-        elif key in ("max_position_embeddings", "n_positions", "max_seq_len") and value > 4096:
-            result[key] = 512
         else:
             result[key] = value
     return result
 
 
 def _configurations(model_type: str) -> list[tuple[str, Any]]:
+    """(variant, configuration or the exception that building it raised), tiniest first."""
     from transformers import AutoConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -110,12 +114,12 @@ def _configurations(model_type: str) -> list[tuple[str, Any]]:
     candidates: list[tuple[str, Any]] = []
     try:
         candidates.append(("tiny", config_class(**shrink(values))))
-    except Exception:  # noqa: BLE001 - some configurations validate sizes together; fall back
-        pass
+    except Exception as exc:  # noqa: BLE001 - some configurations validate sizes together; fall back
+        candidates.append(("tiny", exc))
     try:
         candidates.append(("tiny-for_model", AutoConfig.for_model(model_type, **{k: v for k, v in shrink(values).items() if not isinstance(v, dict)})))
-    except Exception:  # noqa: BLE001
-        pass
+    except Exception as exc:  # noqa: BLE001
+        candidates.append(("tiny-for_model", exc))
     candidates.append(("default", default))
     return candidates
 
@@ -136,6 +140,9 @@ def build(model_type: str) -> Built:
     model_class = getattr(transformers, class_name)
     errors = []
     for variant, config in _configurations(model_type):
+        if isinstance(config, Exception):
+            errors.append(f"{variant} configuration: {type(config).__name__}: {' '.join(str(config).split())[:200]}")
+            continue
         try:
             count = _parameter_count(model_class, config)
         except Exception as exc:  # noqa: BLE001 - try the next configuration
