@@ -14,6 +14,7 @@ from realmodels.zoo_common import Built, torchvision_without_native_ops
 
 BATCH = 2
 SMALL_IMAGE = 64
+MAX_PARAMETERS = 100_000_000  # the smallest variant of a few classes is huge: a CPU step would outlast the timeout
 
 
 _SMALL_WORDS = ("pico", "atto", "femto", "nano", "zepto", "xxxs", "xxs", "tiny", "xs", "mini", "micro", "small", "s0",
@@ -64,6 +65,10 @@ def build(name: str) -> Built:
     torchvision_without_native_ops()
     import timm
 
+    with torch.device("meta"):
+        count = sum(p.numel() for p in timm.create_model(name, pretrained=False).parameters())
+    if count > MAX_PARAMETERS:
+        raise MemoryError(f"too large: {count} parameters")
     size = None
     try:
         model = timm.create_model(name, pretrained=False, img_size=SMALL_IMAGE)
