@@ -130,9 +130,11 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
                                        {"library": library, "site": f"{record.site['path']}:{record.site['line']}",
                                         "region": record.region.get("name") or "?", "models": [], "detail": _first_detail(record, "error")})  # fmt: skip
             item["models"].append(f"{model} ({mode})")
-        group = [r for r in group if not _unjudged(r)]
+        # every record joins (CKP101/102 match a call by its flags, whatever its replay did);
+        # only the judged ones count as divergences
         relevant = [f for file in _touched(group) for f in findings_by_file.get(file, ())]
         joined, missed = join(group, relevant, "/")
+        group = [r for r in group if not _unjudged(r)]
         for finding, item in zip(relevant, joined):
             key = _finding_key(finding)
             if STATUS_RANK[item["status"]] > STATUS_RANK.get(status.get(key, "not exercised"), 0):
@@ -183,13 +185,14 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
             {site for lib, _, _, r in records if lib == library for site in [(r.site["path"], r.site["line"])]},
             [u for u in units.values() if u["library"] == library],
             [j for j in judged if j["library"] == library],
+            len({_region_key(r) for lib, _, _, r in records if lib == library}),
         )
     models_all = {k: sum(s["models"][k] for s in summary.values()) for k in ("tried", "run", "architectures")}
     failed_all: collections.Counter[str] = collections.Counter()
     for s in summary.values():
         failed_all.update(s["models"]["failed"])
     summary["overall"] = _figures({**models_all, "failed": dict(failed_all.most_common())}, exercised_sites_only(records),
-                                  list(units.values()), judged)  # fmt: skip
+                                  list(units.values()), judged, len({_region_key(r) for _, _, _, r in records}))  # fmt: skip
     return {
         "libraries": libraries,
         "static": {"ckptlint_src": static.get("ckptlint_src"), "commit": static.get("commit"),
@@ -226,6 +229,12 @@ def _one_mode_failures(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]
     return sorted(found, key=lambda f: (f["library"], f["model"]))
 
 
+def _region_key(record: Any) -> tuple[str, str, Any]:
+    """A replayed region: its code (function and first line), or its name when it has none."""
+    region = record.region
+    return (region.get("path") or "", region.get("name") or "?", region.get("first_line"))
+
+
 def exercised_sites_only(records: list[tuple[str, str, str, Any]]) -> set[tuple[str, int]]:
     return {(r.site["path"], r.site["line"]) for _, _, _, r in records}
 
@@ -238,7 +247,7 @@ def _first_detail(record: Any, category: str) -> str:
     return ""
 
 
-def _figures(models: dict[str, Any], sites: set[tuple[str, int]], units: list[dict[str, Any]], judged: list[dict[str, Any]]) -> dict[str, Any]:
+def _figures(models: dict[str, Any], sites: set[tuple[str, int]], units: list[dict[str, Any]], judged: list[dict[str, Any]], regions: int = 0) -> dict[str, Any]:
     by_group: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     for unit in units:
         by_group[unit["group"]][1] += 1
@@ -250,6 +259,7 @@ def _figures(models: dict[str, Any], sites: set[tuple[str, int]], units: list[di
     return {
         "models": models,
         "call_sites": len(sites),
+        "regions": regions,
         "divergences": len(units),
         "divergences_by_category": {group: {"explained": e, "all": n} for group, (e, n) in sorted(by_group.items())},
         "recall": round(explained_units / len(units), 3) if units else None,
@@ -293,7 +303,7 @@ def render(result: dict[str, Any]) -> str:
                      f"{models['tried'] - models['run']} not run")  # fmt: skip
         for reason, count in list(models["failed"].items())[:12]:
             lines.append(f"      {count:4d}  {reason}")
-        lines.append(f"  checkpoint call sites exercised: {figures['call_sites']}")
+        lines.append(f"  checkpoint call sites exercised: {figures['call_sites']}; distinct regions replayed: {figures['regions']}")
         categories = ", ".join(f"{g} {v['explained']}/{v['all']}" for g, v in figures["divergences_by_category"].items())
         lines.append(f"  runtime divergences (site, region, category): {figures['divergences']}" + (f" — explained/all: {categories}" if categories else ""))
         lines.append(f"  static recall: {figures['recall']}")
