@@ -6,13 +6,17 @@ checkpointing), naming the object."""
 
 from __future__ import annotations
 
+import collections
 import json
 from pathlib import Path
 
 import pytest
+import torch
+from torch.utils.checkpoint import checkpoint
 
 from conftest import FIXTURES
 from fixtures.runtime import harness, shapes
+from ckptlint.runtime import audit
 from ckptlint.runtime.join import CONFIRMED, join
 
 CASES = [(name, mode) for name, (_, expected) in sorted(shapes.SHAPES.items()) for mode in harness.MODES if mode in expected]
@@ -110,3 +114,25 @@ def test_side_effects_confirm_the_static_finding(name: str, code: str, marker: s
     joined, missed = join(report.records, wanted, base)
     assert [item["status"] for item in joined] == [CONFIRMED]
     assert missed == []
+
+
+class _BuildsOnLookup(collections.OrderedDict):  # type: ignore[type-arg]
+    """A mapping whose lookup builds a fresh object, as transformers' activation table does."""
+
+    def __getitem__(self, key: str) -> torch.nn.Module:
+        return super().__getitem__(key)()  # type: ignore[no-any-return]
+
+
+FACTORIES = _BuildsOnLookup(relu=torch.nn.ReLU)
+
+
+def test_a_mapping_that_builds_on_lookup_is_restored_as_it_was() -> None:
+    layer = torch.nn.Linear(4, 4)
+
+    def region(x: torch.Tensor) -> torch.Tensor:
+        return FACTORIES["relu"](layer(x))
+
+    with audit() as report:
+        checkpoint(region, torch.randn(2, 4, requires_grad=True), use_reentrant=False).sum().backward()
+    assert dict.__getitem__(FACTORIES, "relu") is torch.nn.ReLU, "the snapshot stored what a lookup built"
+    assert [record.verdict for record in report.records] == ["equivalent"], report.render()

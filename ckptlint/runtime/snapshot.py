@@ -22,12 +22,15 @@ MISSING: Any = object()  # an empty closure cell, an absent global or attribute
 
 
 def _container_copy(value: Any) -> Any:
-    return dict(value) if isinstance(value, dict) else list(value)
+    """The stored items: `dict(value)` and `value[key]` call an overridden `__getitem__`, which
+    may build a new object at each lookup (transformers' activation table does); `items()` and
+    `values()` read what is stored."""
+    return dict(value.items()) if isinstance(value, dict) else list(value)
 
 
 def _same_items(current: dict[Any, Any], saved: dict[Any, Any]) -> bool:
     """Identity, not ==: values may be tensors."""
-    return list(current) == list(saved) and all(current[key] is saved[key] for key in saved)
+    return list(current) == list(saved) and all(a is b for a, b in zip(current.values(), saved.values()))
 
 
 def _restore_container(value: Any, saved: Any) -> None:

@@ -1,0 +1,1 @@
+"""Parts of benchmarks/real_models.py (the real-model truth corpus); see its docstring."""

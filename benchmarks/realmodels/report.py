@@ -1,0 +1,339 @@
+"""Join the cached runtime records with a static pass and compute the corpus figures.
+
+Matching is runtime/join.py's (which codes explain which reason categories, when a finding's
+code counts as run), applied per model and mode to the findings in the files that model's
+records touched. Everything else here is counting; definitions are in real_models.py.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+from typing import Any, Iterable
+
+from realmodels.runtime_pass import cached_results
+
+CATEGORY_GROUP = {"output": "output", "input-grad": "grads", "parameter-grad": "grads", "buffer": "buffers",
+                  "rng-torch": "rng", "rng-python": "rng", "container": "side effects", "attribute": "side effects",
+                  "global": "side effects", "closure": "side effects", "error": "error", "recompute": "recompute"}  # fmt: skip
+STATUS_RANK = {"not exercised": 0, "not triggered as driven": 1, "not confirmable without a GPU": 2, "confirmed": 3}
+NOT_RUN = "code not run by this configuration (line never ran)"
+NOT_IN_REGION = "code not run in a region by this configuration (ran, but never inside a replayed region)"
+NEEDS_GPU = "needs a GPU (CKP205 on CPU)"
+# error reasons that say the companion could not replay the call, not that checkpointing changed
+# anything: its plain replay failed (e.g. a checkpoint call nested in another one, probed during
+# the outer call's recompute, trips torch's saved-tensor check) or it could not snapshot
+UNJUDGED_REASONS = ("replay without checkpointing", "ckptlint")
+EXPLANATIONS = (NOT_RUN, NOT_IN_REGION, NEEDS_GPU)
+
+_real: dict[str, str] = {}
+
+
+def real(path: str) -> str:
+    if path not in _real:
+        _real[path] = os.path.realpath(path)
+    return _real[path]
+
+
+def _records(results: Iterable[dict[str, Any]]) -> list[tuple[str, str, str, Any]]:
+    """(library, model, mode, Record) for every observed call, paths made real."""
+    from ckptlint.runtime.report import Record
+
+    found = []
+    for result in results:
+        for mode, outcome in result["modes"].items():
+            for data in outcome.get("records", ()):
+                site = {**data["site"], "path": real(data["site"]["path"])}
+                region = dict(data["region"])
+                if region.get("path"):
+                    region["path"] = real(region["path"])
+                constructed = data.get("constructed_at")
+                if constructed:
+                    constructed = {**constructed, "path": real(constructed["path"])}
+                record = Record(site=site, region=region, api=data["api"], flags=data["flags"], device=data["device"],
+                                verdict=data["verdict"], reasons=data["reasons"], constructed_at=constructed)  # fmt: skip
+                record.executed = {(real(file), first, last) for file, first, last in data.get("executed", ())}
+                found.append((result["library"], result["name"], mode, record))
+    return found
+
+
+def _touched(records: list[Any]) -> set[str]:
+    files = set()
+    for record in records:
+        files.add(record.site["path"])
+        if record.region.get("path"):
+            files.add(record.region["path"])
+        if record.constructed_at:
+            files.add(record.constructed_at["path"])
+        files.update(file for file, _, _ in record.executed)
+    return files
+
+
+def _finding_key(finding: dict[str, Any]) -> tuple[str, int, int, str]:
+    return (finding["path"], finding["line"], finding["column"], finding["code"])
+
+
+def _model_summary(library: str, enumerated: dict[str, Any] | None, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """How many models were tried, ran, failed (by stage: reason), and the architectures run."""
+    failed: collections.Counter[str] = collections.Counter()
+    run, architectures = [], set()
+    for entry in (enumerated or {}).get("models", ()):
+        if "skip" in entry:
+            failed["skipped: " + entry["skip"].split(":")[0]] += 1
+    for _, result in sorted(results.items()):
+        outcomes = list(result["modes"].values())
+        if any(outcome.get("records") for outcome in outcomes):
+            run.append(result["name"])
+            architectures.add(result.get("arch") or result["name"])
+            continue
+        worst = next((o for o in outcomes if o["status"] not in ("ok",)), outcomes[0])
+        failed[f"{worst['status']}: {worst.get('reason', '')}".rstrip(": ")] += 1
+    tried = len(results) + sum(1 for e in (enumerated or {}).get("models", ()) if "skip" in e)
+    return {"tried": tried, "run": len(run), "architectures": len(architectures), "failed": dict(failed.most_common())}
+
+
+def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, Any]) -> dict[str, Any]:
+    from ckptlint.runtime.join import _categories, join
+
+    results = cached_results(os.path.join(out_dir, "runtime.jsonl"))
+    by_library: dict[str, dict[str, dict[str, Any]]] = collections.defaultdict(dict)
+    for model_key, result in results.items():
+        by_library[result["library"]][model_key] = result
+    findings = [f for lib in static["libraries"].values() for f in lib["findings"] if f["code"] != "CKP000"]
+    for finding in findings:
+        finding["path"] = real(finding["path"])
+    findings_by_file: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for finding in findings:
+        findings_by_file[finding["path"]].append(finding)
+    library_of_dir = {real(meta["dir"]) + os.sep: name for name, meta in libraries.items()}
+
+    def library_of(path: str) -> str:
+        return next((name for prefix, name in library_of_dir.items() if path.startswith(prefix)), "other")
+
+    coverage: dict[str, set[int]] = collections.defaultdict(set)
+    for result in results.values():
+        for file, lines in result.get("coverage", {}).items():
+            coverage[real(file)].update(lines)
+
+    records = _records(results.values())
+    groups: dict[tuple[str, str, str], list[Any]] = collections.defaultdict(list)
+    for library, model, mode, record in records:
+        groups[(library, model, mode)].append(record)
+
+    status: dict[tuple[str, int, int, str], str] = {}
+    units: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+    unjudged: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for (library, model, mode), group in groups.items():
+        for record in [r for r in group if _unjudged(r)]:
+            item = unjudged.setdefault((record.site["path"], record.site["line"], record.region.get("name") or "?"),
+                                       {"library": library, "site": f"{record.site['path']}:{record.site['line']}",
+                                        "region": record.region.get("name") or "?", "models": [], "detail": _first_detail(record, "error")})  # fmt: skip
+            item["models"].append(f"{model} ({mode})")
+        # every record joins (CKP101/102 match a call by its flags, whatever its replay did);
+        # only the judged ones count as divergences
+        relevant = [f for file in _touched(group) for f in findings_by_file.get(file, ())]
+        joined, missed = join(group, relevant, "/")
+        group = [r for r in group if not _unjudged(r)]
+        for finding, item in zip(relevant, joined):
+            key = _finding_key(finding)
+            if STATUS_RANK[item["status"]] > STATUS_RANK.get(status.get(key, "not exercised"), 0):
+                status[key] = item["status"]
+        unexplained = {(id(m["site"]), m["category"]) for m in missed}
+        for record in group:
+            for category in sorted(_categories(record)):
+                unit_key = (record.site["path"], record.site["line"], record.region.get("name") or "?", category)
+                unit = units.setdefault(unit_key, {"library": library, "site": f"{record.site['path']}:{record.site['line']}",
+                                                   "region": unit_key[2], "category": category, "group": CATEGORY_GROUP.get(category, category),
+                                                   "models": [], "explained": False, "detail": _first_detail(record, category)})  # fmt: skip
+                unit["models"].append(f"{model} ({mode})")
+                if (id(record.site), category) not in unexplained:
+                    unit["explained"] = True
+
+    exercised_sites = {(r.site["path"], r.site["line"]) for _, _, _, r in records}
+    exercised_sites |= {(r.constructed_at["path"], r.constructed_at["line"]) for _, _, _, r in records if r.constructed_at}
+
+    def site_ran(path: str, line: int) -> bool:
+        return (path, line) in exercised_sites or line in coverage.get(path, ())
+
+    judged = []
+    for finding in findings:
+        key = _finding_key(finding)
+        joined_status = status.get(key, "not exercised")
+        sites = [(real(s["path"]), s["line"]) for s in finding.get("checkpoint_sites", ())]
+        if finding["code"] in ("CKP101", "CKP102") or not sites:
+            sites.append((finding["path"], finding["line"]))
+        if joined_status == "not exercised" and not any(site_ran(path, line) for path, line in sites):
+            continue  # not on an exercised call site
+        if joined_status == "confirmed":
+            verdict, why = "confirmed", ""
+        elif joined_status == "not confirmable without a GPU":
+            verdict, why = "explained", NEEDS_GPU
+        elif finding["line"] not in coverage.get(finding["path"], ()) and finding["code"] not in ("CKP101", "CKP102"):
+            verdict, why = "explained", NOT_RUN
+        elif joined_status == "not exercised":
+            verdict, why = "explained", NOT_IN_REGION
+        else:
+            verdict, why = "contradicted", "ran, no divergence"
+        judged.append({"library": library_of(finding["path"]), "code": finding["code"], "path": finding["path"], "line": finding["line"],
+                       "column": finding["column"], "message": finding["message"], "joined": joined_status, "verdict": verdict, "why": why})  # fmt: skip
+
+    summary = {}
+    for library in sorted(set(libraries) | set(by_library)):
+        summary[library] = _figures(
+            _model_summary(library, _enumerated(out_dir, library), by_library.get(library, {})),
+            {site for lib, _, _, r in records if lib == library for site in [(r.site["path"], r.site["line"])]},
+            [u for u in units.values() if u["library"] == library],
+            [j for j in judged if j["library"] == library],
+            len({_region_key(r) for lib, _, _, r in records if lib == library}),
+        )
+    models_all = {k: sum(s["models"][k] for s in summary.values()) for k in ("tried", "run", "architectures")}
+    failed_all: collections.Counter[str] = collections.Counter()
+    for s in summary.values():
+        failed_all.update(s["models"]["failed"])
+    summary["overall"] = _figures({**models_all, "failed": dict(failed_all.most_common())}, exercised_sites_only(records),
+                                  list(units.values()), judged, len({_region_key(r) for _, _, _, r in records}))  # fmt: skip
+    return {
+        "libraries": libraries,
+        "static": {"ckptlint_src": static.get("ckptlint_src"), "commit": static.get("commit"),
+                   "findings": len(findings), "by_library": {k: len(v["findings"]) for k, v in static["libraries"].items()}},  # fmt: skip
+        "summary": summary,
+        "misses": sorted((u for u in units.values() if not u["explained"]), key=lambda u: (u["library"], u["site"], u["category"])),
+        "contradicted": sorted((j for j in judged if j["verdict"] == "contradicted"), key=lambda j: (j["path"], j["line"], j["code"])),
+        "explained": sorted((j for j in judged if j["verdict"] == "explained"), key=lambda j: (j["path"], j["line"], j["code"])),
+        "confirmed": sorted((j for j in judged if j["verdict"] == "confirmed"), key=lambda j: (j["path"], j["line"], j["code"])),
+        "divergences": sorted(units.values(), key=lambda u: (u["library"], u["site"], u["category"])),
+        "one_mode_failures": _one_mode_failures(results.values()),
+        "unjudged": sorted(unjudged.values(), key=lambda u: (u["library"], u["site"])),
+    }
+
+
+def _unjudged(record: Any) -> bool:
+    return record.verdict == "error" and all(r["category"] != "error" or r["name"] in UNJUDGED_REASONS for r in record.reasons) \
+        and any(r["name"] in UNJUDGED_REASONS for r in record.reasons)
+
+
+def _one_mode_failures(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Steps that fail in one mode and run in the other: checkpointing itself broke the step
+    (torch's reentrant checkpoint rejects keyword arguments, a recompute saves other tensors).
+    The companion may record nothing for them (torch can raise before the call is intercepted),
+    so they are listed apart from the join."""
+    found = []
+    for result in results:
+        modes = result["modes"]
+        statuses = {mode: outcome["status"] for mode, outcome in modes.items()}
+        if sorted(statuses.values()) != ["ok", "run-failed"]:
+            continue
+        failed = next(mode for mode, status in statuses.items() if status == "run-failed")
+        found.append({"library": result["library"], "model": result["name"], "mode": failed, "error": modes[failed].get("error", "")})
+    return sorted(found, key=lambda f: (f["library"], f["model"]))
+
+
+def _region_key(record: Any) -> tuple[str, str, Any]:
+    """A replayed region: its code (function and first line), or its name when it has none."""
+    region = record.region
+    return (region.get("path") or "", region.get("name") or "?", region.get("first_line"))
+
+
+def exercised_sites_only(records: list[tuple[str, str, str, Any]]) -> set[tuple[str, int]]:
+    return {(r.site["path"], r.site["line"]) for _, _, _, r in records}
+
+
+def _first_detail(record: Any, category: str) -> str:
+    for reason in record.reasons:
+        if reason["category"] == category or (category.startswith("rng") and reason["category"] == "rng"):
+            text = f"{reason['name']}: {reason.get('detail') or ''}".strip().rstrip(":")
+            return " ".join(text.split())[:240]
+    return ""
+
+
+def _figures(models: dict[str, Any], sites: set[tuple[str, int]], units: list[dict[str, Any]], judged: list[dict[str, Any]], regions: int = 0) -> dict[str, Any]:
+    by_group: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for unit in units:
+        by_group[unit["group"]][1] += 1
+        by_group[unit["group"]][0] += unit["explained"]
+    explained_units = sum(u["explained"] for u in units)
+    verdicts = collections.Counter(j["verdict"] for j in judged)
+    whys = collections.Counter(j["why"] for j in judged if j["verdict"] == "explained")
+    good = verdicts["confirmed"] + verdicts["explained"]
+    return {
+        "models": models,
+        "call_sites": len(sites),
+        "regions": regions,
+        "divergences": len(units),
+        "divergences_by_category": {group: {"explained": e, "all": n} for group, (e, n) in sorted(by_group.items())},
+        "recall": round(explained_units / len(units), 3) if units else None,
+        "findings_on_exercised_sites": len(judged),
+        "confirmed": verdicts["confirmed"],
+        "explained": verdicts["explained"],
+        "explained_by": dict(whys.most_common()),
+        "contradicted": verdicts["contradicted"],
+        "precision": round(good / len(judged), 3) if judged else None,
+        "by_code": {code: dict(collections.Counter(j["verdict"] for j in judged if j["code"] == code)) for code in sorted({j["code"] for j in judged})},
+    }
+
+
+def _enumerated(out_dir: str, library: str) -> dict[str, Any] | None:
+    path = os.path.join(out_dir, f"models-{library}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        data: dict[str, Any] = json.load(handle)
+    return data
+
+
+def _short(path: str, libraries: dict[str, Any]) -> str:
+    for meta in libraries.values():
+        base = os.path.dirname(real(meta["dir"])) + os.sep
+        if path.startswith(base):
+            return path[len(base):]
+    return path
+
+
+def render(result: dict[str, Any]) -> str:
+    libraries = result["libraries"]
+    static = result["static"]
+    lines = ["real-model truth corpus: " + ", ".join(f"{name} {meta['version']}" for name, meta in sorted(libraries.items()))
+             + f" (torch {next(iter(libraries.values()))['torch']})",
+             f"static pass: ckptlint at {static['ckptlint_src']} ({static['commit']}), {static['findings']} finding(s) in the libraries", ""]  # fmt: skip
+    for name, figures in result["summary"].items():
+        models = figures["models"]
+        lines.append(f"== {name}")
+        lines.append(f"  models: {models['tried']} tried, {models['run']} run ({models['architectures']} distinct architectures), "
+                     f"{models['tried'] - models['run']} not run")  # fmt: skip
+        for reason, count in list(models["failed"].items())[:12]:
+            lines.append(f"      {count:4d}  {reason}")
+        lines.append(f"  checkpoint call sites exercised: {figures['call_sites']}; distinct regions replayed: {figures['regions']}")
+        categories = ", ".join(f"{g} {v['explained']}/{v['all']}" for g, v in figures["divergences_by_category"].items())
+        lines.append(f"  runtime divergences (site, region, category): {figures['divergences']}" + (f" — explained/all: {categories}" if categories else ""))
+        lines.append(f"  static recall: {figures['recall']}")
+        lines.append(f"  static findings on exercised call sites: {figures['findings_on_exercised_sites']}: {figures['confirmed']} confirmed, "
+                     f"{figures['explained']} explained, {figures['contradicted']} contradicted; precision {figures['precision']}")  # fmt: skip
+        for why, count in figures["explained_by"].items():
+            lines.append(f"      {count:4d}  explained: {why}")
+        for code, verdicts in figures["by_code"].items():
+            lines.append(f"      {code}: " + ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items())))
+        lines.append("")
+    lines.append(f"== misses: {len(result['misses'])} divergence(s) no static finding explains")
+    for miss in result["misses"]:
+        path, line = miss["site"].rsplit(":", 1)
+        models = miss["models"]
+        lines.append(f"  {miss['library']} {models[0]}{f' (+{len(models) - 1})' if len(models) > 1 else ''}: "
+                     f"{_short(path, libraries)}:{line} region {miss['region']}: {miss['category']}: {miss['detail']}")  # fmt: skip
+    lines.append("")
+    unjudged = result.get("unjudged", [])
+    lines.append(f"== not judged: {len(unjudged)} call site(s) the companion could not replay (left out of the divergences)")
+    for item in unjudged:
+        path, line = item["site"].rsplit(":", 1)
+        lines.append(f"  {item['library']} {item['models'][0]} (+{len(item['models']) - 1}): {_short(path, libraries)}:{line} region {item['region']}: {item['detail'][:160]}")
+    lines.append("")
+    failures = result.get("one_mode_failures", [])
+    lines.append(f"== steps that fail in one mode only: {len(failures)} (checkpointing broke the step; not in the join)")
+    for item in failures:
+        lines.append(f"  {item['library']} {item['model']} ({item['mode']}): {item['error'][:200]}")
+    lines.append("")
+    lines.append(f"== contradicted: {len(result['contradicted'])} finding(s) whose code ran with no divergence")
+    for item in result["contradicted"]:
+        message = " ".join(item["message"].split())
+        lines.append(f"  {item['code']} {_short(item['path'], libraries)}:{item['line']}: {message[:200]}")
+    return "\n".join(lines)
