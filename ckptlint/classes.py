@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterator
 
-from ckptlint.syntax import walk
+from ckptlint.syntax import walk_branches
 from ckptlint.project import Project
 from ckptlint.symbols import CLASSDEF, DEF, FUNCTION, ModuleSymbols, Scope
 
@@ -104,7 +104,8 @@ class ClassInfo:
 
     @cached_property
     def _scan(self) -> tuple[dict[str, list[AttributeAssignment]], list[AddedModule], dict[str, list[ContainerGrowth]]]:
-        """One walk over the methods: attribute assignments, registered modules, container growth."""
+        """One walk over the methods: attribute assignments, registered modules, container growth.
+        Names, constants and other leaves are never looked at, so the walk leaves them out."""
         found: dict[str, list[AttributeAssignment]] = {}
         added: list[AddedModule] = []
         growth: dict[str, list[ContainerGrowth]] = {}
@@ -112,7 +113,7 @@ class ClassInfo:
             receiver = method.first_parameter()
             if receiver is None or _is_static(method.node):
                 continue
-            for node in walk(method.node):
+            for node in walk_branches(method.node):
                 if isinstance(node, ast.Call):
                     _note_call(node, receiver, method, added, growth)
                     continue
