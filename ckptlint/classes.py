@@ -81,10 +81,16 @@ class ClassInfo:
         return (child for child in self.scope.children if child.kind == FUNCTION)
 
     def method(self, name: str) -> Scope | None:
+        return self._methods_by_name.get(name)
+
+    @cached_property
+    def _methods_by_name(self) -> dict[str, Scope]:
+        """The first method of each name (what `method` finds), indexed once: inheritance
+        questions ask every class of an MRO for `__init__` and `forward` many times."""
+        found: dict[str, Scope] = {}
         for scope in self.methods():
-            if scope.node.name == name:  # type: ignore[attr-defined]  # a FUNCTION scope's node is a def
-                return scope
-        return None
+            found.setdefault(scope.node.name, scope)  # type: ignore[attr-defined]  # a FUNCTION scope's node is a def
+        return found
 
     @property
     def attribute_assignments(self) -> dict[str, list[AttributeAssignment]]:

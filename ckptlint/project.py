@@ -124,6 +124,7 @@ class Project:
         self._split: dict[str, tuple[ModuleSymbols, tuple[str, ...]] | None] = {}
         self._global: dict[str, tuple[ModuleSymbols, Binding] | None] = {}
         self._canonical: dict[str, str] = {}
+        self._targets: dict[Path, tuple[Path, ...]] = {}  # a module's file -> the files its imports load
         for root in roots:
             self.add_root(root)
 
@@ -147,10 +148,12 @@ class Project:
             self._forget_names()
 
     def _forget_names(self) -> None:
-        """A new root can make names resolvable that were not: drop what names resolved to."""
+        """A new root can make names resolvable that were not: drop what names resolved to
+    (and the files modules' imports load)."""
         self._split.clear()
         self._global.clear()
         self._canonical.clear()
+        self._targets.clear()
 
     # -- loading --------------------------------------------------------------
 
@@ -194,6 +197,19 @@ class Project:
 
     def loaded_at(self, path: str) -> LoadedModule | None:
         return self._by_path.get(self._key(path))
+
+    def import_targets(self, module: LoadedModule, names: Iterable[str]) -> tuple[Path, ...]:
+        """The files that the dotted `names` (what `module` imports) load, as `loaded_file` keys;
+        memoised per module until a root is added: the dependencies of every linted file walk
+        the same modules' imports again."""
+        found = self._targets.get(module.path)
+        if found is None:
+            found = self._targets[module.path] = tuple(self._key(path) for path in map(self.module_path, names) if path is not None)
+        return found
+
+    def loaded_file(self, key: Path) -> LoadedModule | None:
+        """`loaded_at` for a path that `import_targets` gave."""
+        return self._by_path.get(key)
 
     def loaded(self) -> list[LoadedModule]:
         return list(self._by_path.values())

@@ -13,7 +13,7 @@ import ast
 from typing import Iterator
 
 from ckptlint.regions import torch_api
-from ckptlint.syntax import walk
+from ckptlint.syntax import walk, walk_branches
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.symbols import ASSIGN, MODULE, OTHER, UNPACK, ModuleSymbols, positional_parameters
 
@@ -71,7 +71,7 @@ class FunctionFacts:
         assigned_paths: set[str] = set()  # names and paths assigned
         copies: list[tuple[str, str]] = []  # (target, source) of `a = b.c` and `b.c = a`
         bindings_of: dict[str, int] = {}  # how often each local name is bound
-        for node in walk(function):
+        for node in walk_branches(function):  # no name or constant is a statement, call or test
             for root, how in _written_roots(node):
                 self.writes.append((node, root, how))
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)):
