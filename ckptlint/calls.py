@@ -12,7 +12,7 @@ import ast
 import bisect
 import re
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ckptlint.catalogue import (
     CALLABLE,
@@ -34,6 +34,7 @@ from ckptlint.catalogue import (
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.prefilter import Names, leaf
 from ckptlint.project import Project
+from ckptlint.source import SourceFile
 from ckptlint.passed_arguments import passed_arguments
 from ckptlint.symbols import ASSIGN, DEF, IMPORT, PARAM, Binding, ModuleSymbols, Scope, positional_parameters
 
@@ -187,6 +188,7 @@ class _Target:
 
 
 _ALIASABLE = (ast.Call, ast.Name, ast.Attribute)
+_WORD_CHAR = re.compile(r"\w")
 
 
 class CallFinder:
@@ -259,10 +261,9 @@ class CallFinder:
                         if self.resolve(binding.value, module, binding.written_from or binding.scope) is not None:
                             found.functions.add(name)
         pattern = names.function_pattern()
-        lines = module.source.lines
+        hits = _lines_matching(module.source, pattern, names.functions) if pattern is not None else []
         for node, _ in module.classes:
-            text = "\n".join(lines[node.lineno - 1 : node.end_lineno])
-            if pattern is None or not pattern.search(text):
+            if not _any_between(hits, node.lineno, node.end_lineno or node.lineno):
                 continue
             info = self.classes.info(module, module.scope_of[id(node)])
             for attribute, assignments in info.attribute_assignments.items():
@@ -273,24 +274,20 @@ class CallFinder:
                     if value is not None and names.mentioned_in_callee(value) and self.resolve(value, module, assignment.method):
                         found.functions.add(attribute)
                         break
-        if pattern is not None:
-            self._derived_from_functions(module, pattern, found)
+        if hits:
+            self._derived_from_functions(module, hits, found)
         return found
 
-    def _derived_from_functions(self, module: ModuleSymbols, pattern: re.Pattern[str], found: Names) -> None:
+    def _derived_from_functions(self, module: ModuleSymbols, hits: list[int], found: Names) -> None:
         """Names that hold an API without an assignment: a factory that returns one
         (`def get_checkpoint_fn(): return partial(checkpoint, ...)`), a parameter defaulting to
         one (`ckpt_fn=checkpoint`) or passed one by keyword (`Block(activation_checkpoint_func=checkpoint)`).
-        Only lines that mention a known name are looked at."""
+        Only lines that mention a known name (`hits`, ascending line numbers) are looked at."""
         names = self.names
-        hits = [number for number, line in enumerate(module.source.lines, 1) if pattern.search(line)]
-        if not hits:
-            return
 
         def mentions(node: ast.AST) -> bool:
             start = node.lineno  # type: ignore[attr-defined]  # statements and expressions have positions
-            index = bisect.bisect_left(hits, start)
-            return index < len(hits) and hits[index] <= (getattr(node, "end_lineno", None) or start)
+            return _any_between(hits, start, getattr(node, "end_lineno", None) or start)
 
         for function, scope in module.functions:
             if function.name in names.functions or not mentions(function):
@@ -521,6 +518,48 @@ def _class_name(call: CheckpointCall) -> str:
     """The layer class a `LAYER_CLASS` call stands for (its node is the class definition)."""
     assert isinstance(call.node, ast.ClassDef)
     return call.node.name
+
+
+def _lines_matching(source: SourceFile, pattern: re.Pattern[str], words: Iterable[str]) -> list[int]:
+    """The numbers of the lines where `pattern` (any of `words` as a whole word) matches, ascending.
+
+    Found with `str.find` for each word the text holds at all, keeping the occurrences with a word
+    boundary on both sides: a regex alternation tried at every position of a large module cost
+    more than the rest of `derived_names`. A match never spans a line break, so a line holds a
+    match exactly when it holds such an occurrence. A word that does not begin and end with a
+    word character (which no identifier does) falls back to the pattern itself."""
+    text = source.parse_text  # line breaks as `\n`, same line numbers as `source.lines`
+    present = [word for word in words if word in text]
+    if not present:
+        return []
+    if not all(_WORD_CHAR.match(word[0]) and _WORD_CHAR.match(word[-1]) for word in present):
+        starts = [match.start() for match in pattern.finditer(text)]
+    else:
+        starts = sorted({start for word in present for start in _whole_word_starts(text, word)})
+    hits: list[int] = []
+    line, position = 1, 0
+    for start in starts:
+        line += text.count("\n", position, start)
+        position = start
+        if not hits or hits[-1] != line:
+            hits.append(line)
+    return hits
+
+
+def _whole_word_starts(text: str, word: str) -> Iterator[int]:
+    """Where `word` (beginning and ending with a word character) occurs as a whole word, as `\\b` sees it."""
+    start = text.find(word)
+    while start >= 0:
+        end = start + len(word)
+        if (start == 0 or not _WORD_CHAR.match(text, start - 1)) and (end == len(text) or not _WORD_CHAR.match(text, end)):
+            yield start
+        start = text.find(word, start + 1)
+
+
+def _any_between(hits: list[int], first: int, last: int) -> bool:
+    """Whether a line number in `hits` (ascending) lies in `first..last`."""
+    index = bisect.bisect_left(hits, first)
+    return index < len(hits) and hits[index] <= last
 
 
 def _returned(node: ast.AST) -> list[ast.expr]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterator
 
-from ckptlint.syntax import walk
+from ckptlint.syntax import walk_branches
 from ckptlint.project import Project
 from ckptlint.symbols import CLASSDEF, DEF, FUNCTION, ModuleSymbols, Scope
 
@@ -81,10 +81,16 @@ class ClassInfo:
         return (child for child in self.scope.children if child.kind == FUNCTION)
 
     def method(self, name: str) -> Scope | None:
+        return self._methods_by_name.get(name)
+
+    @cached_property
+    def _methods_by_name(self) -> dict[str, Scope]:
+        """The first method of each name (what `method` finds), indexed once: inheritance
+        questions ask every class of an MRO for `__init__` and `forward` many times."""
+        found: dict[str, Scope] = {}
         for scope in self.methods():
-            if scope.node.name == name:  # type: ignore[attr-defined]  # a FUNCTION scope's node is a def
-                return scope
-        return None
+            found.setdefault(scope.node.name, scope)  # type: ignore[attr-defined]  # a FUNCTION scope's node is a def
+        return found
 
     @property
     def attribute_assignments(self) -> dict[str, list[AttributeAssignment]]:
@@ -104,7 +110,8 @@ class ClassInfo:
 
     @cached_property
     def _scan(self) -> tuple[dict[str, list[AttributeAssignment]], list[AddedModule], dict[str, list[ContainerGrowth]]]:
-        """One walk over the methods: attribute assignments, registered modules, container growth."""
+        """One walk over the methods: attribute assignments, registered modules, container growth.
+        Names, constants and other leaves are never looked at, so the walk leaves them out."""
         found: dict[str, list[AttributeAssignment]] = {}
         added: list[AddedModule] = []
         growth: dict[str, list[ContainerGrowth]] = {}
@@ -112,7 +119,7 @@ class ClassInfo:
             receiver = method.first_parameter()
             if receiver is None or _is_static(method.node):
                 continue
-            for node in walk(method.node):
+            for node in walk_branches(method.node):
                 if isinstance(node, ast.Call):
                     _note_call(node, receiver, method, added, growth)
                     continue

@@ -121,6 +121,11 @@ class Project:
         self._library_heads: dict[str, Path] | None = None  # top-level name -> library directory
         self._library_root_of: dict[Path, Path] = {}  # a library module's file -> its library directory
         self._all_heads: dict[str, Path] | None = None  # both, the project's winning: asked for every name
+        # what a dotted name resolves to, memoised until the roots change (see `_forget_names`)
+        self._split: dict[str, tuple[ModuleSymbols, tuple[str, ...]] | None] = {}
+        self._global: dict[str, tuple[ModuleSymbols, Binding] | None] = {}
+        self._canonical: dict[str, str] = {}
+        self._targets: dict[Path, tuple[Path, ...]] = {}  # a module's file -> the files its imports load
         for root in roots:
             self.add_root(root)
 
@@ -142,6 +147,15 @@ class Project:
             self._all_heads = None
             self._path_by_name.clear()
             self._directory_by_name.clear()
+            self._forget_names()
+
+    def _forget_names(self) -> None:
+        """A new root can make names resolvable that were not: drop what names resolved to
+        (and the files modules' imports load)."""
+        self._split.clear()
+        self._global.clear()
+        self._canonical.clear()
+        self._targets.clear()
 
     # -- loading --------------------------------------------------------------
 
@@ -186,6 +200,19 @@ class Project:
     def loaded_at(self, path: str) -> LoadedModule | None:
         return self._by_path.get(self._key(path))
 
+    def import_targets(self, module: LoadedModule, names: Iterable[str]) -> tuple[Path, ...]:
+        """The files that the dotted `names` (what `module` imports) load, as `loaded_file` keys;
+        memoised per module until a root is added: the dependencies of every linted file walk
+        the same modules' imports again."""
+        found = self._targets.get(module.path)
+        if found is None:
+            found = self._targets[module.path] = tuple(self._key(path) for path in map(self.module_path, names) if path is not None)
+        return found
+
+    def loaded_file(self, key: Path) -> LoadedModule | None:
+        """`loaded_at` for a path that `import_targets` gave."""
+        return self._by_path.get(key)
+
     def loaded(self) -> list[LoadedModule]:
         return list(self._by_path.values())
 
@@ -203,6 +230,7 @@ class Project:
                 scope.children = []
             symbols.import_name = symbols.defines = None  # type: ignore[assignment]  # released to break reference cycles; never used again
         self._by_path.clear()
+        self._forget_names()
 
     def module_path(self, name: str) -> Path | None:
         """The file an import of this dotted name loads; None outside the project and its libraries."""
@@ -355,19 +383,36 @@ class Project:
 
     # -- names across modules -------------------------------------------------
 
-    def split_module(self, qualified_name: str) -> tuple[ModuleSymbols, list[str]] | None:
+    # What a name resolves to depends only on the roots and the files' contents (modules load
+    # lazily, but loading one changes no answer), so the three lookups below are memoised until
+    # a root is added: the region analysis asks about the same few thousand names tens of
+    # thousands of times (class bases, constructor sites, attribute types).
+
+    def split_module(self, qualified_name: str) -> tuple[ModuleSymbols, tuple[str, ...]] | None:
         """The longest module prefix of a dotted name (project or library), and the attributes after it."""
+        if qualified_name in self._split:
+            return self._split[qualified_name]
+        found = self._split[qualified_name] = self._split_module(qualified_name)
+        return found
+
+    def _split_module(self, qualified_name: str) -> tuple[ModuleSymbols, tuple[str, ...]] | None:
         if not self.resolvable(qualified_name):
             return None
         parts = qualified_name.split(".")
         for cut in range(len(parts) - 1, 0, -1):
             module = self.module_named(".".join(parts[:cut]))
             if module is not None:
-                return module, parts[cut:]
+                return module, tuple(parts[cut:])
         return None
 
     def global_binding(self, qualified_name: str) -> tuple[ModuleSymbols, Binding] | None:
         """The module-level binding a dotted name refers to, after following re-exports."""
+        if qualified_name in self._global:
+            return self._global[qualified_name]
+        found = self._global[qualified_name] = self._global_binding(qualified_name)
+        return found
+
+    def _global_binding(self, qualified_name: str) -> tuple[ModuleSymbols, Binding] | None:
         found = self.split_module(self.canonical_name(qualified_name))
         if found is None or len(found[1]) != 1:
             return None
@@ -377,6 +422,12 @@ class Project:
 
     def canonical_name(self, qualified_name: str) -> str:
         """Follow re-exports and aliases in project and library modules to the name's definition."""
+        found = self._canonical.get(qualified_name)
+        if found is None:
+            found = self._canonical[qualified_name] = self._canonical_name(qualified_name)
+        return found
+
+    def _canonical_name(self, qualified_name: str) -> str:
         seen: set[str] = set()
         name = qualified_name
         while name not in seen:

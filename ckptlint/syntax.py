@@ -57,22 +57,30 @@ def _python_version() -> str:
 _SCALAR_FIELDS = frozenset({"id", "attr", "arg", "asname", "level", "module", "kind", "type_comment", "conversion", "is_async", "simple", "tag"})
 Appender = Callable[[ast.AST, list[ast.AST]], None]
 _APPENDERS: dict[type, Appender] = {}
+_BRANCH_APPENDERS: dict[type, Appender] = {}  # the same, leaving out `_LEAVES`
+# Nodes without children that a search for statements, calls or attributes never wants:
+# names, constants, contexts, operators. About half of a method's nodes.
+_LEAVES = frozenset(
+    {ast.Name, ast.Constant, ast.Pass, ast.alias}
+    | {cls for base in (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop) for cls in base.__subclasses__()}
+)
 
 
-def _appender(cls: type) -> Appender:
+def _appender(cls: type, skip_leaves: bool = False) -> Appender:
     fields = [name for name in cls._fields if name not in _SCALAR_FIELDS]  # type: ignore[attr-defined]  # an ast node class has `_fields`
     if cls in (ast.Constant, ast.Global, ast.Nonlocal):
         fields = []
+    keep = " and item.__class__ not in LEAVES" if skip_leaves else ""
     lines = ["def append_children(node, out):", "    pass"]
     for name in fields:
         lines += [
             f"    value = getattr(node, {name!r}, None)",
             "    if value.__class__ is list:",
-            "        out.extend([item for item in value if isinstance(item, AST)])",
-            "    elif value is not None and isinstance(value, AST):",
+            f"        out.extend([item for item in value if isinstance(item, AST){keep}])",
+            f"    elif value is not None and isinstance(value, AST){keep.replace('item', 'value')}:",
             "        out.append(value)",
         ]
-    namespace = {"AST": ast.AST}
+    namespace = {"AST": ast.AST, "LEAVES": _LEAVES}
     exec("\n".join(lines), namespace)  # noqa: S102 - generated from the node class's field names
     appender: Appender = namespace["append_children"]  # type: ignore[assignment]  # made by exec above
     return appender
@@ -100,6 +108,21 @@ def walk(root: ast.AST) -> list[ast.AST]:
     while index < len(nodes):
         node = nodes[index]
         append = appenders.get(node.__class__) or appenders.setdefault(node.__class__, _appender(node.__class__))
+        append(node, nodes)
+        index += 1
+    return nodes
+
+
+def walk_branches(root: ast.AST) -> list[ast.AST]:
+    """`walk(root)` without the nodes in `_LEAVES` (names, constants, contexts, operators):
+    the same nodes otherwise, in the same order, for searches that never look at those
+    (finding a class's attribute assignments and registrations walks every method)."""
+    nodes = [root]
+    appenders = _BRANCH_APPENDERS
+    index = 0
+    while index < len(nodes):
+        node = nodes[index]
+        append = appenders.get(node.__class__) or appenders.setdefault(node.__class__, _appender(node.__class__, skip_leaves=True))
         append(node, nodes)
         index += 1
     return nodes

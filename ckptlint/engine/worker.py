@@ -204,7 +204,7 @@ def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
     while stack:
         module = stack.pop()
         named, packages = module_edges(project, module)
-        reached = [project.loaded_at(os.fspath(path)) for path in map(project.module_path, named) if path is not None]
+        reached = [project.loaded_file(key) for key in project.import_targets(module, named)]
         for package in packages:
             directory = project.module_directory(package)
             if directory is None:

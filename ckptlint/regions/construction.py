@@ -39,6 +39,7 @@ class ModuleConstruction:
         self._descendants: dict[int, Types] = {}
         self._feeding: dict[int, tuple[str, ...]] = {}
         self._sites: dict[int, list[tuple[ast.Call, Scope, bool]]] = {}  # init node id -> (call, scope, passes self)
+        self._spellings: dict[int, _SpellingIndex] = {}  # by module id
 
     # -- what kind of object ------------------------------------------------------
 
@@ -278,16 +279,13 @@ class ModuleConstruction:
     def _find_sites(self, inference: TypeInference, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool]]:
         """The module's calls that run `info`'s `__init__`: `Cls(...)`, `Cls.__init__(self, ...)`, and
         `super().__init__(...)` in subclasses that name it as a base. Names are checked by spelling
-        first, so that only candidates are resolved."""
+        first (through the module's `_SpellingIndex`), so that only candidates are resolved."""
         name = info.name
-        subclasses = {
-            node.name: self.classes.info(module, module.scope_of[id(node)])
-            for node, _ in module.classes
-            if any(_last_name(base) == name for base in node.bases)
-        }
+        index = self._spelling_index(module)
+        subclasses = {node.name: self.classes.info(module, module.scope_of[id(node)]) for node in index.subclasses.get(name, ())}
         inheriting = {sub for sub, sub_info in subclasses.items() if sub_info.method("__init__") is None}
         sites: list[tuple[ast.Call, Scope, bool]] = []
-        for call, scope in module.calls:
+        for call, scope in index.candidates(name, bool(subclasses), inheriting):
             func = call.func
             if isinstance(func, ast.Attribute) and func.attr == "__init__":
                 if _is_super(call):
@@ -306,6 +304,50 @@ class ModuleConstruction:
 
     def _names(self, inference: TypeInference, expr: ast.expr, module: ModuleSymbols, scope: Scope, info: ClassInfo) -> bool:
         return inference.qualified_name(expr, module, scope) == info.qualified_name
+
+    def _spelling_index(self, module: ModuleSymbols) -> _SpellingIndex:
+        index = self._spellings.get(id(module))
+        if index is None:
+            index = self._spellings[id(module)] = _SpellingIndex(module)
+        return index
+
+
+class _SpellingIndex:
+    """A module's calls and classes by the names they spell, built once per module: `_find_sites`
+    is asked about every `__init__` parameter of the module's classes, and scanning all of a
+    large module's calls for each of them cost more than the rest of the construction analysis."""
+
+    def __init__(self, module: ModuleSymbols):
+        self.calls = module.calls
+        self.called: dict[str, list[int]] = {}  # `Cls(...)`, `mod.Cls(...)`: by `Cls`; positions in `calls`
+        self.init_called: dict[str, list[int]] = {}  # `Cls.__init__(self, ...)`: by `Cls`
+        self.super_inits: list[int] = []  # `super().__init__(...)`
+        self.subclasses: dict[str, list[ast.ClassDef]] = {}  # by the last name of one of their bases
+        for position, (call, _) in enumerate(module.calls):
+            func = call.func
+            if isinstance(func, ast.Attribute) and func.attr == "__init__":
+                if _is_super(call):
+                    self.super_inits.append(position)
+                elif (owner := _last_name(func.value)) is not None:
+                    self.init_called.setdefault(owner, []).append(position)
+                continue
+            called = _last_name(func)
+            if called is not None:
+                self.called.setdefault(called, []).append(position)
+        for node, _ in module.classes:
+            for base in dict.fromkeys(_last_name(base) for base in node.bases):
+                if base is not None:
+                    self.subclasses.setdefault(base, []).append(node)
+
+    def candidates(self, name: str, subclasses: bool, inheriting: set[str]) -> list[tuple[ast.Call, Scope]]:
+        """The calls that may run `name`'s `__init__` (or, when it is inherited, a subclass's), in
+        module order: what a scan of every call would look at further. `super().__init__(...)`
+        calls only matter when the module has `subclasses` of `name`."""
+        positions = [*(self.super_inits if subclasses else ()), *self.init_called.get(name, ()), *self.called.get(name, ())]
+        for subclass in inheriting:
+            positions.extend(self.called.get(subclass, ()))
+        return [self.calls[position] for position in sorted(set(positions))]
+
 
 def _last_name(expr: ast.expr) -> str | None:
     return expr.id if isinstance(expr, ast.Name) else expr.attr if isinstance(expr, ast.Attribute) else None

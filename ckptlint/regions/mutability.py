@@ -13,7 +13,7 @@ import ast
 from typing import Iterator
 
 from ckptlint.regions import torch_api
-from ckptlint.syntax import walk
+from ckptlint.syntax import walk, walk_branches
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.symbols import ASSIGN, MODULE, OTHER, UNPACK, ModuleSymbols, positional_parameters
 
@@ -71,7 +71,7 @@ class FunctionFacts:
         assigned_paths: set[str] = set()  # names and paths assigned
         copies: list[tuple[str, str]] = []  # (target, source) of `a = b.c` and `b.c = a`
         bindings_of: dict[str, int] = {}  # how often each local name is bound
-        for node in walk(function):
+        for node in walk_branches(function):  # no name or constant is a statement, call or test
             for root, how in _written_roots(node):
                 self.writes.append((node, root, how))
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)):
@@ -105,20 +105,10 @@ class FunctionFacts:
                     # _loaded: _fn = load(key); _loaded = key`), lazy initialisation with its siblings
                     # (`if self.pad is None: self.pad = ...; self.pad_size = n`), `if n > self.cached: ...`
                     tested = {path for n in walk(node.test) if isinstance(n, ast.expr) for path in [dotted_path(n)] if path}
-                    assigned = {
-                        path
-                        for stmt in node.body
-                        for n in walk(stmt)
-                        if isinstance(n, ast.Assign)
-                        for t in n.targets
-                        for path in [dotted_path(t)]
-                        if path
-                    }
-                    assigned |= {
-                        t.id for stmt in node.body for n in walk(stmt) if isinstance(n, ast.Assign) for t in _names(n.targets)
-                    }
-                    if tested & assigned:
-                        lazy.update(assigned)
+                    if tested:
+                        assigned = _assigned_in(node.body)
+                        if tested & assigned:
+                            lazy.update(assigned)
         once: set[str] = set()
         if truth_tested & set_true:  # `if _READY: return; _TRACKER = make(); _READY = True`
             once.update(assigned_paths)
@@ -151,6 +141,22 @@ def set_once_or_restored(function: ast.AST) -> frozenset[str]:
     back: the replay leaves them as the forward did. (Guards that test the state they set are
     followed where they stand, by the interpreter; `lazy_initialised_names` is wider.)"""
     return function_facts(function).once
+
+
+def _assigned_in(body: list[ast.stmt]) -> set[str]:
+    """The paths (`x`, `self.x`) and names (`a, b = ...`) that the statements' assignments,
+    nested ones included, write: one walk, without leaves (an `If` inside an `If` is walked
+    again for each enclosing one)."""
+    assigned: set[str] = set()
+    for statement in body:
+        for node in walk_branches(statement):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    path = dotted_path(target)
+                    if path:
+                        assigned.add(path)
+                assigned.update(name.id for name in _names(node.targets))
+    return assigned
 
 
 def _names(targets: list[ast.expr]) -> Iterator[ast.Name]:
