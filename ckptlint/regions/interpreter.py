@@ -22,6 +22,7 @@ from ckptlint.syntax import child_nodes, walk
 from ckptlint.classes import ClassIndex
 from ckptlint.regions.inference import MODULE_METHODS, TypeInference
 from ckptlint.regions.library_calls import LibraryCalls
+from ckptlint.regions.checkpoint_choice import only_chooses_checkpointing
 from ckptlint.regions.libraries import reached_at
 from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names, set_once_or_restored
 from ckptlint.regions.replay_writes import WriteTracker, body_rebinds, drop_guarded_writes, state_keys
@@ -332,6 +333,8 @@ class FunctionInterpreter:
                 self._seen.discard(effect.key)
             self.tracker.excuse_guarded(tested, mark)
             return
+        if only_chooses_checkpointing(node):  # `if torch.is_grad_enabled(): ckpt(block, x) else: block(x)`
+            test = replace(test, volatile=test.volatile - {GRAD_MODE})
         if not _is_memo_check(node):
             self.branch(node.test, test)
 
