@@ -36,7 +36,7 @@ from ckptlint.prefilter import Names, leaf
 from ckptlint.project import Project
 from ckptlint.source import SourceFile
 from ckptlint.passed_arguments import passed_arguments
-from ckptlint.symbols import ASSIGN, DEF, IMPORT, PARAM, Binding, ModuleSymbols, Scope, positional_parameters
+from ckptlint.symbols import ASSIGN, DEF, IMPORT, PARAM, Binding, ModuleSymbols, Scope, parameter_default, positional_parameters
 
 PARTIAL = frozenset({"functools.partial"})
 
@@ -446,7 +446,7 @@ class CallFinder:
     def _resolve_parameter(self, binding: Binding, module: ModuleSymbols, depth: int) -> _Target | None:
         """A parameter holding a checkpoint API: its default (`ckpt_fn=checkpoint`), or what the
         module's calls pass (`Block(activation_checkpoint_func=checkpoint)`)."""
-        default = _parameter_default(binding)
+        default = parameter_default(binding)
         outer = binding.scope.parent or binding.scope
         if default is not None:
             target = self.resolve(default, module, outer, depth + 1)
@@ -574,17 +574,3 @@ def _returned(node: ast.AST) -> list[ast.expr]:
             found.append(current.value)
         stack.extend(c for c in ast.iter_child_nodes(current) if isinstance(c, ast.stmt | ast.excepthandler | ast.match_case))
     return found
-
-
-def _parameter_default(binding: Binding) -> ast.expr | None:
-    function = binding.scope.node
-    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        return None
-    args = function.args
-    positional = positional_parameters(args)
-    if binding.node in positional:
-        index = positional.index(binding.node) - (len(positional) - len(args.defaults))
-        return args.defaults[index] if index >= 0 else None
-    if binding.node in args.kwonlyargs:
-        return args.kw_defaults[args.kwonlyargs.index(binding.node)]
-    return None

@@ -61,6 +61,20 @@ def positional_parameters(args: ast.arguments) -> list[ast.arg]:
     return [*args.posonlyargs, *args.args]
 
 
+def parameter_default(binding: Binding) -> ast.expr | None:
+    """The default of the parameter `binding` binds (None without one, or when not a parameter)."""
+    function = binding.scope.node
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return None
+    args = function.args
+    positional = positional_parameters(args)
+    if binding.node in positional:
+        index = positional.index(binding.node) - (len(positional) - len(args.defaults))
+        return args.defaults[index] if index >= 0 else None
+    if binding.node in args.kwonlyargs:
+        return args.kw_defaults[args.kwonlyargs.index(binding.node)]
+    return None
+
 
 @dataclass(eq=False)
 class Binding:

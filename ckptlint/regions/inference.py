@@ -20,7 +20,7 @@ from ckptlint.regions.library_calls import constructed_rng
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.passed_arguments import passed_arguments
 from ckptlint.project import Project
-from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope, positional_parameters
+from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope, parameter_default, positional_parameters
 from ckptlint.syntax import walk
 from ckptlint.regions.values import Type, Types, ordered
 from ckptlint.regions.values import (
@@ -590,15 +590,7 @@ class TypeInference:
             return self._returned_types(module, scope)
         self._contexts[id(scope)] = count + 1
         self._env_returns[key] = EMPTY
-        saved = self._env
-        self._env = outer
-        try:
-            found: set[Type] = set()
-            for returned in self.return_expressions(scope):
-                found.update(self.types(returned, module, scope))
-        finally:
-            self._env = saved
-        result = frozenset(found)
+        result = self._returns_in(module, scope, outer)
         self._env_returns[key] = result
         return result
 
@@ -804,7 +796,7 @@ class TypeInference:
         found: set[Type] = set()
         if binding.value is not None:  # the annotation
             found.update(self.annotation_types(binding.value, module, binding.scope.parent or binding.scope, depth))
-        default = _parameter_default(binding)
+        default = parameter_default(binding)
         if default is not None:
             chosen = self.types(default, module, binding.scope.parent or binding.scope, depth + 1)
             found.update(chosen)
@@ -968,17 +960,21 @@ class TypeInference:
         if cached is not None:
             return cached
         self._return_types[key] = EMPTY
+        result = self._returns_in(module, scope, {})  # nothing passed: no argument of an enclosing evaluation reaches it
+        self._return_types[key] = result
+        return result
+
+    def _returns_in(self, module: ModuleSymbols, scope: Scope, env: dict[int, dict[str, Types]]) -> Types:
+        """What the function's `return`s give, evaluated with the arguments `env` passes."""
         saved = self._env
-        self._env = {}  # nothing passed: no argument of an enclosing evaluation reaches it
+        self._env = env
         try:
             found: set[Type] = set()
             for returned in self.return_expressions(scope):
                 found.update(self.types(returned, module, scope))
         finally:
             self._env = saved
-        result = frozenset(found)
-        self._return_types[key] = result
-        return result
+        return frozenset(found)
 
     def return_expressions(self, scope: Scope) -> list[ast.expr]:
         cached = self._returns.get(id(scope))
@@ -1066,20 +1062,6 @@ def _keyword_constant(call: ast.Call | None, name: str) -> object:
     for keyword in call.keywords:
         if keyword.arg == name and isinstance(keyword.value, ast.Constant):
             return keyword.value.value
-    return None
-
-
-def _parameter_default(binding: Binding) -> ast.expr | None:
-    function = binding.scope.node
-    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        return None
-    args = function.args
-    positional = positional_parameters(args)
-    if binding.node in positional:
-        index = positional.index(binding.node) - (len(positional) - len(args.defaults))
-        return args.defaults[index] if index >= 0 else None
-    if binding.node in args.kwonlyargs:
-        return args.kw_defaults[args.kwonlyargs.index(binding.node)]
     return None
 
 
