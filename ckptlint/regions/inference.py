@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Callable, Iterable
 
 from ckptlint.regions import registries, torch_api
+from ckptlint.regions.config_fields import field_keys
 from ckptlint.regions.construction import ModuleConstruction, name_pattern
 from ckptlint.regions.library_calls import constructed_rng
 from ckptlint.classes import ClassIndex, ClassInfo
@@ -930,6 +931,8 @@ class TypeInference:
             annotation = cls.class_level_annotations.get(attribute)
             if annotation is not None:
                 found.update(self.annotation_types(annotation, cls.module, cls.scope))
+                has_init = self.classes.find_method(info, "__init__") is not None
+                found.update(field_keys(cls, attribute, has_init, self.qualified_name))  # `norm_layer: str = 'layernorm'`
             method = cls.method(attribute)
             if method is not None:
                 found.add(self.function(cls.module, method, Value(frozenset({OUTER}), frozenset({self._receiver_type(info)}), path="self")))
