@@ -140,11 +140,21 @@ class ClassInfo:
     @cached_property
     def class_level_annotations(self) -> dict[str, ast.expr]:
         """`block: Block` in the class body (dataclass style and typed modules)."""
-        annotations: dict[str, ast.expr] = {}
-        for statement in self.node.body:
-            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
-                annotations[statement.target.id] = statement.annotation
-        return annotations
+        return {name: annotation for name, annotation, _ in self._annotated_fields}
+
+    @cached_property
+    def class_level_defaults(self) -> dict[str, ast.expr]:
+        """`norm_layer: str = 'layernorm'`: the default of an annotated field (a dataclass's)."""
+        return {name: value for name, _, value in self._annotated_fields if value is not None}
+
+    @cached_property
+    def _annotated_fields(self) -> list[tuple[str, ast.expr, ast.expr | None]]:
+        """(name, annotation, default) of each `name: T [= default]` in the class body."""
+        return [
+            (s.target.id, s.annotation, s.value)
+            for s in self.node.body
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+        ]
 
 
 def _is_static(node: ast.AST) -> bool:

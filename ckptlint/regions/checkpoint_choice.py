@@ -20,11 +20,10 @@ import ast
 import copy
 
 from ckptlint.catalogue import BUILTIN_APIS
+from ckptlint.regions.training_step import CHECKPOINT_KEYWORDS  # what configures the call, not the region
 
 # the last component of every checkpoint API's name: `checkpoint`, `_gradient_checkpointing_func`, ...
 CHECKPOINT_CALLEES = frozenset(api_name.rpartition(".")[2] for api in BUILTIN_APIS for api_name in api.names)
-# keywords that configure the checkpoint call itself, not the region
-CHECKPOINT_KEYWORDS = frozenset({"use_reentrant", "preserve_rng_state", "determinism_check", "debug", "context_fn", "early_stop"})
 
 
 def only_chooses_checkpointing(node: ast.If) -> bool:

@@ -39,7 +39,7 @@ def field_keys(
     """The keys a name field can hold, or nothing when one of its values is not a constant."""
     if has_init:
         return EMPTY
-    default = _class_level_default(info, attribute)
+    default = info.class_level_defaults.get(attribute)
     if default is None:
         return EMPTY
     found = constant_key(default)
@@ -60,9 +60,3 @@ def field_keys(
                 keys.update(passed)
     return frozenset(keys)
 
-
-def _class_level_default(info: ClassInfo, attribute: str) -> ast.expr | None:
-    for statement in info.node.body:
-        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.target.id == attribute:
-            return statement.value
-    return None
