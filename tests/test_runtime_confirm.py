@@ -204,3 +204,25 @@ def test_the_shipped_example_says_what_its_crash_demonstrates() -> None:
     message = completed.stderr.decode().strip().splitlines()[-1]
     assert message.startswith("tinygpt.train: step 2 failed as ckptlint predicts (CKP202 at tinygpt/blocks.py:32)"), message
     assert "Traceback" not in completed.stderr.decode()
+
+
+def test_confirm_script_sees_what_python_script_sees(tmp_path: Path) -> None:
+    """`confirm path/to/train.py ARGS` is `python path/to/train.py ARGS`: the script's directory
+    first on sys.path (a sibling module imports), `__name__ == "__main__"`, argv, exit status."""
+    project = tmp_path / "project" / "scripts"
+    project.mkdir(parents=True)
+    (project / "helpers.py").write_text("VALUE = 'sibling imported'\n")
+    (project / "train.py").write_text(
+        "import sys\nimport helpers\n"
+        "print(helpers.VALUE, __name__, sys.argv, sys.path[0].endswith('scripts'))\n"
+        "sys.exit(int(sys.argv[-1]))\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = os.path.join("..", "project", "scripts", "train.py")
+
+    python = subprocess.run([sys.executable, script, "--lr", "4"], cwd=elsewhere, capture_output=True, timeout=300)
+    confirmed = run_cli("confirm", script, "--lr", "4", cwd=elsewhere)
+
+    assert python.stdout == b"sibling imported __main__ ['../project/scripts/train.py', '--lr', '4'] True\n"
+    assert (confirmed.returncode, confirmed.stdout) == (python.returncode, python.stdout) == (4, python.stdout)
