@@ -31,17 +31,15 @@ from __future__ import annotations
 import ast
 import contextlib
 import warnings
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # what PositionProvider extends, too
 
 # The node classes to rewrite, by name: libcst releases before 3.14 support lack some.
-_LOWERED = frozenset(
-    {"FunctionDef", "ClassDef", "TypeAlias", "ExceptHandler", "ExceptStarHandler"}
-    | {"ConcatenatedString", "FormattedString", "TemplatedString"}
-)
 _STRINGS = frozenset({"ConcatenatedString", "FormattedString", "TemplatedString"})
+_LOWERED = frozenset({"FunctionDef", "ClassDef", "TypeAlias", "ExceptHandler", "ExceptStarHandler"} | _STRINGS)
+_LOWERED_CLASSES = frozenset(getattr(cst, name) for name in _LOWERED if hasattr(cst, name))
 _FIELDS = frozenset({"FormattedStringExpression", "TemplatedStringExpression"})
 _NO_POSITION = contextlib.nullcontext()
 
@@ -89,14 +87,13 @@ class _Offsets(CodegenState):
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         self.spans[node] = (self.starts.pop(), self.offset)
-        if type(node).__name__ in _LOWERED:
+        if node.__class__ in _LOWERED_CLASSES:
             self.found.append(node)
 
-    @contextlib.contextmanager
-    def record_syntactic_position(
+    def record_syntactic_position(  # type: ignore[override]  # any context manager does
         self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
-    ) -> Iterator[None]:
-        yield
+    ) -> contextlib.nullcontext[None]:
+        return _NO_POSITION  # whitespace-inclusive offsets are enough: no generator per node
 
 
 def _bytes(text: str) -> int:

@@ -38,12 +38,11 @@ def parse(source: SourceFile) -> ast.Module | Finding:
         return _parse(source.parse_text, source.display_path)
     except SyntaxError as exc:
         newer = _parse_newer(source)
-        if isinstance(newer, ast.Module):
+        if newer is not None:
             return newer
-        error = newer or exc
-        line = error.lineno or 1
-        column = error.offset or 1
-        return parse_error(source, f"syntax error: {error.msg} (Python {_python_version()} grammar)", line, column)
+        line = exc.lineno or 1
+        column = exc.offset or 1
+        return parse_error(source, f"syntax error: {exc.msg} (Python {_python_version()} grammar)", line, column)
     except ValueError as exc:
         return parse_error(source, f"cannot parse file: {exc}")
     except (RecursionError, MemoryError):
@@ -56,12 +55,10 @@ def _parse(text: str, filename: str) -> ast.Module:
         return ast.parse(text, filename=filename, type_comments=False)
 
 
-def _parse_newer(source: SourceFile) -> ast.Module | SyntaxError | None:
-    """The tree of a file written for a newer Python (its positions are the file's); else the
-    error in the rewritten text (a real error that libcst's looser grammar let through, at
-    its own line rather than at the first newer construct), or None when libcst rejects the
-    file too. Only called after `ast` failed: files the running grammar reads never pay for
-    libcst."""
+def _parse_newer(source: SourceFile) -> ast.Module | None:
+    """The tree of a file written for a newer Python (its positions are the file's), or None
+    when libcst rejects it too, or reads it in a way not lowered: then the running grammar's
+    error stands. Only called after `ast` failed: files it reads never pay for libcst."""
     from ckptlint.newer_syntax import lower  # imports libcst: a quarter of a second
 
     try:
@@ -72,9 +69,7 @@ def _parse_newer(source: SourceFile) -> ast.Module | SyntaxError | None:
         return None
     try:
         return _parse(lowered, source.display_path)
-    except SyntaxError as exc:
-        return exc
-    except (ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 
