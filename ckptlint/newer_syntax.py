@@ -53,7 +53,7 @@ def lower(text: str) -> str | None:
         module._codegen(state)
     except (cst.ParserSyntaxError, RecursionError, MemoryError):
         return None
-    if state.offset != len(text) + len(module.default_newline) * module.has_trailing_newline:
+    if state.offset != len(text):
         return None  # libcst did not reproduce the text: offsets would be wrong
     lowering = _Lowering(text, state.spans)
     for node in sorted(state.found, key=lambda node: (state.spans[node][0], -state.spans[node][1])):
@@ -68,19 +68,24 @@ class _Offsets(CodegenState):
     def __init__(self, default_indent: str, default_newline: str):
         super().__init__(default_indent=default_indent, default_newline=default_newline)
         self.offset = 0
+        self.last = 0
         self.starts: list[int] = []
         self.spans: dict[cst.CSTNode, tuple[int, int]] = {}
         self.found: list[cst.CSTNode] = []
 
     def add_indent_tokens(self) -> None:
         for token in self.indent_tokens:
-            self.offset += len(token)
+            self.add_token(token)
 
     def add_token(self, value: str) -> None:
         self.offset += len(value)
+        self.last = len(value)
+        if not self.tokens:
+            self.tokens.append(value)  # libcst asks only whether anything was written
 
     def pop_trailing_newline(self) -> None:
-        pass  # counted: `lower` allows for it
+        if self.tokens:
+            self.offset -= self.last  # the last token: the newline a file without one lacks
 
     def before_codegen(self, node: cst.CSTNode) -> None:
         self.starts.append(self.offset)

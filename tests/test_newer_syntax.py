@@ -45,6 +45,7 @@ CASES = {
     "f-string inside an f-string": ('x = f"{f"{random.random()}"}" + q()\n', ["random.random()", "q()"]),
     "comment and line break in a replacement field": ('x = f"{a(  # why\n    1)}"\ny = r()\n', ["a(  # why\n    1)", "r()"]),
     "backslash in a replacement field": ('x = f"{"\\n".join(s())}"\n', ['"\\n".join(s())', "s()"]),
+    "no line break at the end": ("def f[T](x):\n    return g(x)", ["g(x)"]),
     "template string": ('x = t"step {random.randint(0, 9)!r:>4}"\n', ["random.randint(0, 9)"]),
     "except without parentheses": (
         "try:\n    pass\nexcept A, B, C:\n    e()\ntry:\n    pass\nexcept* D, E,:\n    f()\n",
@@ -110,8 +111,10 @@ def test_real_syntax_error_keeps_the_running_grammars_message_and_position(sourc
     assert finding.message.startswith(f"syntax error: {raised.value.msg} (Python ")
 
 
-def test_cli_checks_a_newer_python_file(tmp_path: Path) -> None:
-    (tmp_path / "train.py").write_text(NEWER, encoding="utf-8")
+@pytest.mark.parametrize("layout", ["as written", "CRLF, no final line break"])
+def test_cli_checks_a_newer_python_file(tmp_path: Path, layout: str) -> None:
+    text = NEWER if layout == "as written" else NEWER.rstrip("\n").replace("\n", "\r\n")
+    (tmp_path / "train.py").write_bytes(text.encode("utf-8"))
     completed = run_cli("train.py", "--format", "json", "--no-cache", cwd=tmp_path)
     assert completed.returncode == 1, completed.stderr
     assert completed.stderr == b""
