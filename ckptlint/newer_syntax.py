@@ -49,9 +49,9 @@ def lower(text: str) -> str | None:
     columns), or None when libcst cannot parse it either (a real syntax error)."""
     try:
         module = cst.parse_module(text)
-        state = _Offsets(default_indent=module.default_indent, default_newline=module.default_newline)
+        state = _Offsets(text, default_indent=module.default_indent, default_newline=module.default_newline)
         module._codegen(state)
-    except (cst.ParserSyntaxError, RecursionError, MemoryError):
+    except (cst.ParserSyntaxError, _OutOfStep, RecursionError, MemoryError):
         return None
     if state.offset != len(text):
         return None  # libcst did not reproduce the text: offsets would be wrong
@@ -61,12 +61,21 @@ def lower(text: str) -> str | None:
     return "".join(lowering.out)
 
 
-class _Offsets(CodegenState):
-    """Code generation that writes nothing and records each node's [start, end) offsets
-    (including the whitespace the node owns, and its parentheses)."""
+class _OutOfStep(Exception):
+    """libcst's code differs from the text by more than whitespace."""
 
-    def __init__(self, default_indent: str, default_newline: str):
+
+class _Offsets(CodegenState):
+    """Code generation that writes nothing and records each node's [start, end) offsets into
+    `text` (including the whitespace the node owns, and its parentheses).
+
+    libcst 1.9 does not always reproduce whitespace (`except (A) :` comes back as
+    `except (A):`, `f"{x!s  }"` as `f"{x!s}"`), so each token is matched against the text
+    and whitespace libcst dropped or added is stepped over; anything else is `_OutOfStep`."""
+
+    def __init__(self, text: str, default_indent: str, default_newline: str):
         super().__init__(default_indent=default_indent, default_newline=default_newline)
+        self.text = text
         self.offset = 0
         self.last = 0
         self.starts: list[int] = []
@@ -78,6 +87,8 @@ class _Offsets(CodegenState):
             self.add_token(token)
 
     def add_token(self, value: str) -> None:
+        if not self.text.startswith(value, self.offset):
+            self.offset = self._in_step(value)
         self.offset += len(value)
         self.last = len(value)
         if not self.tokens:
@@ -86,6 +97,20 @@ class _Offsets(CodegenState):
     def pop_trailing_newline(self) -> None:
         if self.tokens:
             self.offset -= self.last  # the last token: the newline a file without one lacks
+
+    def _in_step(self, value: str) -> int:
+        """Where `value` starts in the text: after whitespace libcst dropped; where it is now
+        less its length when `value` is whitespace the text lacks (it then takes up nothing)."""
+        text, position = self.text, self.offset
+        while position < len(text) and text[position] in " \t\f":
+            position += 1
+            if text.startswith(value, position):
+                return position
+        if not value.strip(" \t\f"):
+            return self.offset - len(value)
+        if self.offset == len(text) and value == self.default_newline:
+            return self.offset  # the line break libcst writes, then takes back, at the end
+        raise _OutOfStep(value)
 
     def before_codegen(self, node: cst.CSTNode) -> None:
         self.starts.append(self.offset)

@@ -11,7 +11,7 @@ import pytest
 from ckptlint.newer_syntax import lower
 from ckptlint.source import SourceFile
 from ckptlint.syntax import parse
-from conftest import json_findings, run_cli
+from conftest import REPO, json_findings, run_cli
 
 # A Python 3.12-3.14 training module: every construct that Python 3.11 cannot parse.
 NEWER = '''\
@@ -46,6 +46,10 @@ CASES = {
     "comment and line break in a replacement field": ('x = f"{a(  # why\n    1)}"\ny = r()\n', ["a(  # why\n    1)", "r()"]),
     "backslash in a replacement field": ('x = f"{"\\n".join(s())}"\n', ['"\\n".join(s())', "s()"]),
     "no line break at the end": ("def f[T](x):\n    return g(x)", ["g(x)"]),
+    "whitespace libcst does not reproduce": (
+        'def f[T]():\n    try:\n        x = f"{d["k"]!s  }" + g()\n    except (A, B) :\n        h()\n',
+        ["g()", "h()"],
+    ),
     "template string": ('x = t"step {random.randint(0, 9)!r:>4}"\n', ["random.randint(0, 9)"]),
     "except without parentheses": (
         "try:\n    pass\nexcept A, B, C:\n    e()\ntry:\n    pass\nexcept* D, E,:\n    f()\n",
@@ -88,6 +92,12 @@ def test_strings_the_running_grammar_reads_are_left_alone() -> None:
     source = 'def f[T](x):\n    return f"{x!r}" "tail", b"bytes"\n'
     lowered = lower(source)
     assert lowered is not None and lowered.splitlines()[1] == source.splitlines()[1]
+
+
+@pytest.mark.parametrize("module", ["syntax.py", "newer_syntax.py", "engine/run.py"])
+def test_text_the_running_grammar_reads_comes_back_unchanged(module: str) -> None:
+    text = (REPO / "ckptlint" / module).read_text(encoding="utf-8")
+    assert lower(text) == text
 
 
 def test_what_libcst_rejects_is_not_rewritten() -> None:
