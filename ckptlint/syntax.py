@@ -2,7 +2,10 @@
 
 Analysis uses the standard library's `ast`: it parses about ten times faster than
 libcst's native parser and carries end positions on every node (see docs/design-notes.md).
-libcst is used where a concrete tree pays: source-preserving fixes.
+libcst is used where a concrete tree pays: source-preserving fixes, and reading a file
+the running interpreter's grammar rejects (`newer_syntax.py`: code for a newer Python is
+rewritten, line and column preserving, into text `ast` reads; only what libcst rejects too
+is a CKP000).
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ def parse(source: SourceFile) -> ast.Module | Finding:
         line, column = source.position(null)
         return parse_error(source, "cannot parse file: it contains null bytes (is it a binary file?)", line, column)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences and the like
-            return ast.parse(source.parse_text, filename=source.display_path, type_comments=False)
+        return _parse(source.parse_text, source.display_path)
     except SyntaxError as exc:
+        newer = _parse_newer(source)
+        if newer is not None:
+            return newer
         line = exc.lineno or 1
         column = exc.offset or 1
         return parse_error(source, f"syntax error: {exc.msg} (Python {_python_version()} grammar)", line, column)
@@ -43,6 +47,30 @@ def parse(source: SourceFile) -> ast.Module | Finding:
         return parse_error(source, f"cannot parse file: {exc}")
     except (RecursionError, MemoryError):
         return parse_error(source, "cannot parse file: expressions nested too deeply for the Python parser")
+
+
+def _parse(text: str, filename: str) -> ast.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # invalid escape sequences and the like
+        return ast.parse(text, filename=filename, type_comments=False)
+
+
+def _parse_newer(source: SourceFile) -> ast.Module | None:
+    """The tree of a file written for a newer Python (its positions are the file's), or None
+    when libcst rejects it too, or reads it in a way not lowered: then the running grammar's
+    error stands. Only called after `ast` failed: files it reads never pay for libcst."""
+    from ckptlint.newer_syntax import lower  # imports libcst: a quarter of a second
+
+    try:
+        lowered = lower(source.parse_text)
+    except (ValueError, IndexError, KeyError):  # a shape the lowering did not foresee
+        return None
+    if lowered is None:
+        return None
+    try:
+        return _parse(lowered, source.display_path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def _python_version() -> str:

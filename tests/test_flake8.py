@@ -40,6 +40,10 @@ def test_flake8_agrees_with_ckptlint_on_the_fixtures() -> None:
     # them); the one CKP000 it can show is a file it decodes with its latin-1 fallback.
     unparsable = {"fixtures/bad/syntax_error.py", "fixtures/bad/binary.py"}
     expected = {item for item in ours if not (item[3] == "CKP000" and item[0] in unparsable)}
+    if sys.version_info < (3, 14):
+        # flake8 parses with the running grammar and stops at E999 on Python 3.14 syntax
+        # (PEP 758, PEP 750) that ckptlint reads through libcst (newer_syntax.py)
+        expected = {item for item in expected if not item[0].endswith("/newer_python_syntax.py")}
     assert ("fixtures/bad/latin1_without_cookie.py", 3, 12, "CKP000") in expected
     assert _parse(completed.stdout) == expected
     assert len(expected) > 25

@@ -8,11 +8,14 @@ class ParseError(Rule):
     name = "parse-error"
     summary = "A file could not be decoded or parsed, so nothing in it was checked."
     explanation = """
-        ckptlint reads each file as Python reads it (PEP 263 encoding, the running
-        interpreter's grammar). A file that is not valid text in its declared encoding,
-        holds null bytes, or has a syntax error cannot be analysed: a hazard in it
-        would go unseen, so the file is reported instead of skipped silently. The
-        position is the error's, or line 1.
+        ckptlint reads each file as Python reads it (PEP 263 encoding, the grammar of
+        Python 3.0 to 3.14 whichever interpreter runs ckptlint: a file using newer syntax,
+        such as PEP 695 generics on Python 3.11, is analysed, not reported). A file that is
+        not valid text in its declared encoding, holds null bytes, or has a syntax error
+        cannot be analysed: a hazard in it would go unseen, so the file is reported instead
+        of skipped silently. The position and message are the error's as the running
+        interpreter reports it (in a file that also uses newer syntax, that can be the
+        first newer construct), or line 1.
     """
     bad = """
         def forward(self, x)
@@ -25,7 +28,7 @@ class ParseError(Rule):
     remedy = """
         Fix the syntax error or the encoding (save the file as UTF-8, or declare its
         encoding with a `# -*- coding: ... -*-` comment on the first or second line).
-        Code written for a newer Python than the one running ckptlint is reported as a
-        syntax error: run ckptlint with the Python your project targets.
+        If the position points at valid newer syntax, the error is elsewhere in the file:
+        running ckptlint with the Python your project targets shows where.
     """
     level = "error"
