@@ -1,12 +1,15 @@
 """The result cache's storage: a typed index of each file's raw findings, read and written as JSON.
 
-One JSON index per configuration under `<cache directory>/<version>/`; the directory is
-chosen once for every front-end (frontend.py: `--cache-dir`, CKPTLINT_CACHE_DIR, else
-`.ckptlint_cache` in the project root). Each file has a `CacheEntry`: its content digest and the run's names it
+One JSON index per configuration of the analysis under `<cache directory>/<version>/`
+(the selection is not part of it: findings are kept before `select`, `ignore` and per-file
+ignores, which run.py applies after reading); the directory is chosen once for every
+front-end (frontend.py: `--cache-dir`, CKPTLINT_CACHE_DIR, else `.ckptlint_cache` in the
+project root). Each file has a `CacheEntry`: its content digest and the run's names it
 mentions; a named file that was only parsed also keeps its CKP000; a candidate's analysis
 also keeps its raw findings (including those it causes in other files through its regions),
-the names it adds for checkpoint APIs, its key, and the digest of every module its result
-depends on (worker.py says which). Whether an entry still holds is decided in reuse.py.
+the names it adds for checkpoint APIs, its key, the digest of every module its result
+depends on (worker.py says which), its checkpoint calls as `ckptlint calls` prints them,
+and which rules ran (`RuleSet`). Whether an entry still holds is decided in reuse.py.
 
 JSON, not pickle: a cache directory can come from anywhere (a checked-out repository), and
 loading it must never run code. Loading checks every shape the engine relies on (a file can
