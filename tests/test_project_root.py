@@ -237,3 +237,17 @@ def test_calls_is_cached(repository: Path) -> None:
     assert third.stdout.splitlines()[1] == "pkg/train.py:5:12: torch.utils.checkpoint.checkpoint region=fn mode=non-reentrant"
     check = ckptlint("-v", "pkg", cwd=repository)  # the lint reads what `calls` left, and the other way round
     assert reuse(check) == (0, 2)
+
+
+def test_unused_noqa_does_not_depend_on_what_the_cache_holds(repository: Path) -> None:
+    """`# noqa: CKP203` silences a finding whatever is selected; a run of call-level rules
+    only must not leave entries that make it look unused."""
+    model = repository / "pkg" / "model.py"
+    lines = model.read_text().splitlines()
+    lines[13] += "  # noqa: CKP203"  # used: the append is a CKP203
+    lines[14] += "  # noqa: CKP205"  # unused: nothing moves devices there
+    model.write_text("\n".join(lines) + "\n")
+    assert reuse(ckptlint("-v", "--select", "CKP101", "pkg", cwd=repository)) == (1, 0)
+    for cache in ([], ["--no-cache"]):
+        completed = ckptlint("--select", "CKP001", "--report-unused-noqa", *cache, "pkg", cwd=repository)
+        assert codes(completed) == [("pkg/model.py:15", "CKP001")], cache

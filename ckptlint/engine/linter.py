@@ -138,8 +138,10 @@ class Linter:
     def settings(self) -> Settings:
         """What the workers analyse with: the configuration without what only selects
         findings, and every rule (only the call-level ones when no selected rule reads
-        regions), so the analysis and its cache serve any later selection."""
-        if any(isinstance(rule, RegionRule) for rule in self.rules):
+        regions), so the analysis and its cache serve any later selection. Unused-noqa
+        reporting needs every rule: whether a `# noqa: CKP203` silences something must not
+        depend on which rules an earlier run left in the cache."""
+        if self.config.report_unused_noqa or any(isinstance(rule, RegionRule) for rule in self.rules):
             rule_set, rules = RuleSet.ALL, ALL_RULES
         else:
             rule_set, rules = RuleSet.CALLS, CALL_RULES
