@@ -40,11 +40,13 @@ STEPS: list[tuple[str, str, list[str]]] = [  # (label, cache, options)
 
 
 def timed(checkout: Path, corpus: Path, cache: Path, options: list[str], jobs: int) -> tuple[float, str]:
+    """One run, from the cache's parent folder: `python -m` puts the working directory first
+    on the path, so running from a checkout would import that checkout, not `checkout`."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     env.pop("CKPTLINT_CACHE_DIR", None)
     command = [sys.executable, "-m", "ckptlint", str(corpus), "-q", "--exit-zero", "-j", str(jobs), "--cache-dir", str(cache), *options]
     start = time.perf_counter()
-    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
+    completed = subprocess.run(command, env=env, cwd=cache.parent, capture_output=True, text=True, timeout=3600)
     elapsed = time.perf_counter() - start
     if completed.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{completed.stderr}")
@@ -55,6 +57,12 @@ def measure(checkout: Path, corpus: Path, jobs: int) -> dict[str, float]:
     times: dict[str, float] = {}
     outputs: dict[str, str] = {}
     scratch = Path(tempfile.mkdtemp(prefix="ckptlint-selection-"))
+    probe = subprocess.run(
+        [sys.executable, "-c", "import ckptlint; print(ckptlint.__file__)"],
+        env={**os.environ, "PYTHONPATH": str(checkout)}, cwd=scratch, capture_output=True, text=True,
+    )
+    if not probe.stdout.startswith(str(checkout.resolve())):
+        raise SystemExit(f"PYTHONPATH={checkout} imports {probe.stdout.strip()}, not that checkout")
     try:
         for label, cache, options in STEPS:
             times[label], outputs[label] = timed(checkout, corpus, scratch / cache, options, jobs)
