@@ -17,8 +17,8 @@ import click
 
 from ckptlint import __version__
 from ckptlint.config import ConfigError, interpreter_path, parse_codes
-from ckptlint.frontend import cache_directory_for, linter_for, project_root_for, resolve_config
-from ckptlint.result import LintResult, PathProblem
+from ckptlint.frontend import ProjectRoot, cache_directory_for, choose_project_root, linter_for, resolve_config, scope_warning
+from ckptlint.result import LintResult, PathProblem, Scope
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -98,6 +98,8 @@ _LINT_PARAMETERS = (
     "config_file",
     "stdin_filename",
     "no_project",
+    "project_root",
+    "verbose",
     "jobs",
     "no_cache",
     "cache_dir",
@@ -129,6 +131,15 @@ def lint_options(function: Callable[..., None]) -> Callable[..., None]:
             "--no-project",
             is_flag=True,
             help="Follow only the checkpoint calls in PATHS, not those elsewhere in the project that reach PATHS.",
+        ),
+        click.option(
+            "--project-root",
+            type=click.Path(exists=True, file_okay=False),
+            help="Where checkpoint calls that reach PATHS are looked for [default: `project-root` in the configuration, "
+            "else the nearest directory with pyproject.toml, setup.py, setup.cfg or .git above PATHS].",
+        ),
+        click.option(
+            "--verbose", "-v", is_flag=True, help="Say on stderr which project root and why, the configuration, the cache and file counts."
         ),
         click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes [default: all cores]."),
         click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
@@ -165,13 +176,14 @@ class LintRequest:
     config_file: str | None
     stdin_filename: str | None
     no_project: bool
+    project_root: str | None = None
+    verbose: bool = False
     jobs: int | None = None
     no_cache: bool = False
     cache_dir: str | None = None
     python: str | None = None
     no_libraries: bool = False
     want_fixes: bool = False
-    want_calls: bool = False
     report_unused_noqa: bool | None = None
     from_stdin: bool = False
     _stdin: bytes | None = None
@@ -201,7 +213,10 @@ class LintRequest:
                 self._stdin = sys.stdin.buffer.read()  # read once: --fix lints twice
             overlays[Path(os.path.abspath(stdin_path))] = self._stdin
             self.from_stdin = True
-        root = None if self.no_project else project_root_for(config, targets)
+        if self.no_project and self.project_root is not None:
+            _fail("--project-root and --no-project are alternatives: give one")
+        chosen = ProjectRoot(None, "--no-project") if self.no_project else choose_project_root(config, targets, self.project_root)
+        root = chosen.path
         try:
             linter = linter_for(
                 config,
@@ -211,13 +226,31 @@ class LintRequest:
                 no_cache=self.no_cache,
                 cache_dir=self.cache_dir,
                 want_fixes=self.want_fixes,
-                want_calls=self.want_calls,
             )
         except ConfigError as exc:  # an interpreter that cannot be asked: a bad option, as a bad code is
             _fail(f"{exc} (--python, or `python =` in [tool.ckptlint]; --no-libraries lints without them)")
-        result = linter.lint_paths(targets, self.force_exclude, root)
+        if self.verbose:
+            _say(f"project root: {root or 'none'} ({chosen.reason})")
+            _say(f"configuration: {config.path or 'none, the defaults'}")
+            _say(f"cache: {linter.cache_dir or 'none'}")
+
+        def on_scope(scope: Scope) -> None:
+            if self.verbose:
+                project = f"{scope.project:,} in the project scan" if root is not None else "no project scan"
+                _say(f"files: {scope.named:,} named, {project}")
+            warning = scope_warning(root, scope)
+            if warning is not None:
+                click.echo(f"ckptlint: warning: {warning}", err=True)
+
+        result = linter.lint_paths(targets, self.force_exclude, root, on_scope)
+        if self.verbose:
+            _say(f"analysed {result.analysed:,} file{'s' if result.analysed != 1 else ''}; {result.reused:,} from the cache")
         _report_problems(result.problems)
         return result
+
+
+def _say(line: str) -> None:
+    click.echo(f"ckptlint: {line}", err=True)
 
 
 @cli.command("check")
@@ -293,7 +326,6 @@ def calls(request: LintRequest, output_format: str) -> None:
     """List the checkpoint calls ckptlint recognises in PATHS, with their region and mode."""
     import json
 
-    request.want_calls = True
     result = request.run()
     described = sorted(result.calls, key=lambda d: (d["path"], d["line"], d["column"]))
     if output_format == "json":

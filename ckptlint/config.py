@@ -60,6 +60,7 @@ KEYS = (
     "report-unused-noqa",
     "python",
     "libraries",
+    "project-root",
 )
 
 
@@ -81,6 +82,14 @@ class Config:
     report_unused_noqa: bool = False
     python: str | None = None  # the interpreter whose installed libraries regions are followed into; None: ckptlint's own
     libraries: bool = True  # follow regions into installed libraries (read, never imported)
+    project_root: Path | None = None  # `project-root`: where calls that reach the named files are looked for (frontend.py)
+
+    def without_reporting(self) -> Config:
+        """The configuration with every key that only decides what is reported reset: what
+        the analysis depends on, so the cache key (engine/run.py) and the workers' state stay
+        the same when only the selection, per-file ignores or unused-noqa reporting change.
+        A new key that only filters or adds reported findings belongs here."""
+        return replace(self, select=("CKP",), extend_select=(), ignore=(), per_file_ignores=(), report_unused_noqa=False)
 
     @property
     def all_excludes(self) -> tuple[str, ...]:
@@ -168,11 +177,23 @@ def parse_table(table: dict[str, Any], path: Path, prefix: str = "[tool.ckptlint
         if not isinstance(python, str) or not python:
             raise fail("python", "expected the path of a Python interpreter (or a command name on PATH)")
         values["python"] = interpreter_path(python, path.parent)
+    if "project-root" in table:
+        values["project_root"] = _project_root(table["project-root"], path.parent, functools.partial(fail, "project-root"))
     if "checkpoint-functions" in table:
         values["checkpoint_functions"] = tuple(
             _checkpoint_functions(table["checkpoint-functions"], fail)
         )
     return Config(root=path.parent, path=path, **values)
+
+
+def _project_root(value: Any, directory: Path, fail: Callable[[str], ConfigError]) -> Path:
+    """A configured project root: an existing directory, relative to the configuration's."""
+    if not isinstance(value, str) or not value:
+        raise fail("expected the path of a directory (relative to this file's directory)")
+    root = Path(os.path.abspath(directory / os.path.expanduser(value)))
+    if not root.is_dir():
+        raise fail(f"{value!r} is not a directory ({root})")
+    return root
 
 
 def interpreter_path(value: str, directory: Path) -> str:

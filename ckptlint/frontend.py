@@ -7,8 +7,13 @@ find the configuration. Here is the one answer they all use:
 
 - configuration: `--config FILE`, else the nearest `pyproject.toml` with `[tool.ckptlint]`
   above the named paths (config.py), else the defaults rooted at the working directory;
-- project root (where other files can reach the named ones through checkpoint calls): the
-  configuration's directory, else the nearest directory holding a project marker;
+- project root (where other files can reach the named ones through checkpoint calls):
+  `--project-root DIR`, else `project-root =` in the configuration (relative to its file),
+  else the nearest directory at or above the named paths holding pyproject.toml, setup.py,
+  setup.cfg or .git; never the `--config` file's directory (a configuration kept outside the
+  repository once made its folder, with everything next to it, the project). A project
+  scan much larger than what was named gets a warning (`scope_warning`), and `-v` says
+  which root and why (`describe_root`, also for the language server's log);
 - cache: `--cache-dir`, else CKPTLINT_CACHE_DIR, else `.ckptlint_cache` in the project
   root, else in the configuration's root;
 - installed libraries: those of `--python` / `python =`, else of the interpreter running
@@ -20,18 +25,24 @@ find the configuration. Here is the one answer they all use:
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ckptlint.config import Config, ConfigError, find_config, load_config
 from ckptlint.engine.cache import CACHE_DIR_NAME
-from ckptlint.engine.discovery import find_project_root
+from ckptlint.engine.discovery import PROJECT_MARKERS, find_project_marker
 from ckptlint.engine.linter import Linter
 from ckptlint.engine.parallel import default_jobs
 from ckptlint.libraries import Libraries, PythonError, libraries
+from ckptlint.result import Scope
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 STDIN = "-"  # the path that stands for standard input; it names no directory to start from
+# a project scan this large, and this many times the named files, is worth a warning: a
+# folder without a build file inside a monorepo made the monorepo the project, unannounced
+LARGE_SCAN_FILES = 2000
+LARGE_SCAN_RATIO = 20
 
 
 def _common_start(paths: Sequence[Path]) -> Path | None:
@@ -53,13 +64,64 @@ def resolve_config(config_file: str | os.PathLike[str] | None, paths: Sequence[P
     return load_config(found, Path.cwd() if found is None else found.parent)
 
 
-def project_root_for(config: Config, paths: Sequence[Path]) -> Path | None:
-    """Where to look for checkpoint calls that reach the named files: the configuration's
-    directory, else the nearest directory with pyproject.toml, setup.py, setup.cfg or .git."""
-    if config.path is not None:
-        return config.root
+@dataclass(frozen=True)
+class ProjectRoot:
+    """The chosen project root (None: no project, only the named files) and why it is that one."""
+
+    path: Path | None
+    reason: str
+
+
+def choose_project_root(config: Config, paths: Sequence[Path], override: str | os.PathLike[str] | None = None) -> ProjectRoot:
+    """Where to look for checkpoint calls that reach the named files: `override`
+    (`--project-root`), else the configuration's `project-root`, else the nearest directory
+    at or above the named paths with a project marker. Never the configuration file's own
+    directory: a configuration found by walking up is in (or below) the nearest marker's
+    directory anyway, and one named with `--config` may live anywhere."""
+    if override is not None:
+        return ProjectRoot(Path(os.path.abspath(override)), "--project-root")
+    if config.project_root is not None:
+        return ProjectRoot(config.project_root, f"project-root in {config.path}")
     common = _common_start(paths)
-    return None if common is None else find_project_root(common)
+    found = None if common is None else find_project_marker(common)
+    if found is None:
+        markers = ", ".join(PROJECT_MARKERS)
+        return ProjectRoot(None, f"no {markers} at or above the named paths: only the named files are linted")
+    directory, marker = found
+    return ProjectRoot(directory, f"the nearest directory with {marker} at or above the named paths")
+
+
+def project_root_for(config: Config, paths: Sequence[Path], override: str | os.PathLike[str] | None = None) -> Path | None:
+    """The project root's directory (`choose_project_root`), None for no project."""
+    return choose_project_root(config, paths, override).path
+
+
+def describe_root(
+    config: Config,
+    paths: Sequence[Path],
+    override: str | os.PathLike[str] | None = None,
+    scope: Scope | None = None,
+) -> str:
+    """One line for `-v` and the language server's log: which project root and why, which
+    configuration, and (after a lint, from `LintResult.scope`) how many files each side holds."""
+    root = choose_project_root(config, paths, override)
+    where = "none" if root.path is None else os.fspath(root.path)
+    text = f"project root: {where} ({root.reason}); configuration: {config.path or 'none, the defaults'}"
+    if scope is not None:
+        text += f"; {scope.named:,} named file{'s' if scope.named != 1 else ''}, {scope.project:,} in the project scan"
+    return text
+
+
+def scope_warning(root: Path | None, scope: Scope) -> str | None:
+    """A warning when the project scan is much larger than what was named (more than
+    LARGE_SCAN_FILES files and LARGE_SCAN_RATIO times the named ones), saying how to narrow it."""
+    if scope.project <= LARGE_SCAN_FILES or scope.project <= LARGE_SCAN_RATIO * max(scope.named, 1):
+        return None
+    return (
+        f"the project scan under {root} holds {scope.project:,} files for {scope.named:,} named; "
+        "narrow it with --project-root DIR (or `project-root =` in [tool.ckptlint]), extend-exclude, "
+        "or --no-project to follow only the named files' own checkpoint calls (-v says why this root)"
+    )
 
 
 def cache_override(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
@@ -103,7 +165,6 @@ def linter_for(
     no_cache: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
     want_fixes: bool = False,
-    want_calls: bool = False,
 ) -> Linter:
     """A `Linter` whose cache is where every front-end looks for it. `root` is the project
     root the caller lints with (None: no project); `jobs` None means one worker per core.
@@ -115,6 +176,5 @@ def linter_for(
         jobs=default_jobs() if jobs is None else jobs,
         cache_dir=None if no_cache else cache_directory(config, root, cache_dir),
         want_fixes=want_fixes,
-        want_calls=want_calls,
         libraries=libraries_for(config),
     )

@@ -22,6 +22,15 @@ class PathProblem:
     fatal: bool = True  # a path that could not be read: exit code 2
 
 
+@dataclass(frozen=True)
+class Scope:
+    """How many files a lint was asked about, and how many the project scan holds (the named
+    ones included; 0 without a project): the two numbers `-v` and the large-scan warning give."""
+
+    named: int = 0
+    project: int = 0
+
+
 @dataclass
 class LintResult:
     findings: list[Finding] = field(default_factory=list)
@@ -32,6 +41,8 @@ class LintResult:
     sources: dict[str, SourceFile] = field(default_factory=dict)  # by display path, for files with findings
     linted: list[str] = field(default_factory=list)  # absolute paths of the named files read
     analysed: int = 0  # files analysed in this run (the rest came from the cache or were not needed)
+    reused: int = 0  # files whose analysis came from the cache
+    scope: Scope = Scope()
 
     @property
     def fatal(self) -> bool:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import pytest
 
-from ckptlint.engine.cache import FORMAT, CacheEntry, EntryKind, FrozenNames, Index
+from ckptlint.engine.cache import FORMAT, CacheEntry, EntryKind, FrozenNames, Index, RuleSet
 from ckptlint.finding import Edit, Finding, Fix, Site
 from ckptlint.config import Config, load_config
 from ckptlint.engine import Linter
@@ -165,6 +165,7 @@ HAND_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
     "a project file that is not a path": lambda d: d["files"].append(7),
     "hits that are not a list": lambda d: _first(d).__setitem__("hits", "checkpoint"),
     "a stat record of the wrong length": lambda d: d["stats"].__setitem__("/elsewhere.py", [1, 2]),
+    "an unknown rule set": lambda d: _first(d, "analysed").__setitem__("rules", "some"),
 }
 
 
@@ -178,6 +179,24 @@ def test_a_hand_edited_index_is_ignored_and_rewritten(project: Path, edit: Calla
     assert _found(_lint(project, "model.py")) == expected
     [index] = (project / ".ckptlint_cache").glob("*/*[0-9a-f].json")
     assert Index.from_dict(json.loads(index.read_text())).entries  # rewritten well-formed
+
+
+CALL_EDITS: dict[str, Callable[[dict[str, Any]], object]] = {
+    "a line as a string": lambda d: _first(d, "analysed")["calls"][0].__setitem__("line", "6"),
+    "no mode": lambda d: _first(d, "analysed")["calls"][0].pop("mode"),
+    "a flag as a string": lambda d: _first(d, "analysed")["calls"][0].__setitem__("mode_defaulted", "no"),
+    "calls not a list": lambda d: _first(d, "analysed").__setitem__("calls", {"line": 6}),
+}
+
+
+@pytest.mark.parametrize("edit", CALL_EDITS.values(), ids=CALL_EDITS.keys())
+def test_a_cache_with_malformed_calls_is_ignored(project: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """`ckptlint calls` answers from the cache: a described call of another shape would be printed as it is."""
+    expected = _lint(project, "model.py").calls
+    assert [(c["path"], c["line"], c["mode"]) for c in expected] == [("model.py", 6, "non-reentrant")]
+    _edit_index(project, edit)
+    again = _lint(project, "model.py")
+    assert again.calls == expected and again.analysed == 1
 
 
 def test_a_malformed_edges_file_counts_as_unknown_edges(project: Path) -> None:
@@ -200,6 +219,12 @@ def test_an_entry_is_what_it_was_after_a_round_trip() -> None:
         CacheEntry(
             EntryKind.ANALYSED, "d2", frozenset({"checkpoint", "ckpt"}), (finding,),
             FrozenNames(frozenset({"ckpt"}), frozenset({"Base"})), {"/p/blocks.py": "d3"}, frozenset({"checkpoint"}),
+        ),
+        CacheEntry(
+            EntryKind.ANALYSED, "d4", frozenset({"checkpoint"}), (), FrozenNames(), {}, frozenset({"checkpoint"}),
+            ({"path": "model.py", "line": 6, "column": 11, "api": "torch.utils.checkpoint.checkpoint", "region": "block",
+              "mode": "non-reentrant", "mode_defaulted": False},),
+            RuleSet.CALLS,
         ),
     ]
     for entry in entries:

@@ -18,7 +18,7 @@ CASES = RECOGNITION_CASES + fixture_files(FIXTURES / "bad") + fixture_files(FIXT
 
 def _lint(path: Path, project: bool = True):
     config = load_config(find_config(path), REPO)
-    linter = Linter(config, base=REPO, want_calls=True)
+    linter = Linter(config, base=REPO)
     return linter.lint_paths([path], project_root=FIXTURES if project else None)
 
 

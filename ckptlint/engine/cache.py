@@ -1,12 +1,15 @@
 """The result cache's storage: a typed index of each file's raw findings, read and written as JSON.
 
-One JSON index per configuration under `<cache directory>/<version>/`; the directory is
-chosen once for every front-end (frontend.py: `--cache-dir`, CKPTLINT_CACHE_DIR, else
-`.ckptlint_cache` in the project root). Each file has a `CacheEntry`: its content digest and the run's names it
+One JSON index per configuration of the analysis under `<cache directory>/<version>/`
+(the selection is not part of it: findings are kept before `select`, `ignore` and per-file
+ignores, which run.py applies after reading); the directory is chosen once for every
+front-end (frontend.py: `--cache-dir`, CKPTLINT_CACHE_DIR, else `.ckptlint_cache` in the
+project root). Each file has a `CacheEntry`: its content digest and the run's names it
 mentions; a named file that was only parsed also keeps its CKP000; a candidate's analysis
 also keeps its raw findings (including those it causes in other files through its regions),
-the names it adds for checkpoint APIs, its key, and the digest of every module its result
-depends on (worker.py says which). Whether an entry still holds is decided in reuse.py.
+the names it adds for checkpoint APIs, its key, the digest of every module its result
+depends on (worker.py says which), its checkpoint calls as `ckptlint calls` prints them,
+and which rules ran (`RuleSet`). Whether an entry still holds is decided in reuse.py.
 
 JSON, not pickle: a cache directory can come from anywhere (a checked-out repository), and
 loading it must never run code. Loading checks every shape the engine relies on (a file can
@@ -36,7 +39,7 @@ from ckptlint.finding import Finding
 from ckptlint.prefilter import Names
 
 CACHE_DIR_NAME = ".ckptlint_cache"
-FORMAT = 2  # bump when the JSON layout changes: an index of another format is ignored
+FORMAT = 3  # bump when the JSON layout changes: an index of another format is ignored
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by ckptlint.\n"
 
 StatRecord = tuple[int, int, int, int, str]  # size, mtime_ns, ctime_ns, inode, content digest
@@ -51,6 +54,19 @@ def cache_key(*parts: object) -> str:
     """A digest of everything that changes results besides the files themselves."""
     text = json.dumps([FORMAT, __version__, sys.version_info[:2], *parts], default=repr, sort_keys=True)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+class RuleSet(StrEnum):
+    """Which rules an analysis ran. The cache is kept before selection: an analysis that ran
+    every rule answers any `--select`; one run for a selection of call-level rules only
+    (CKP101, CKP102: no region effects, a third of a cold run's time on diffusers) answers
+    only such selections, and is redone when a region rule is wanted."""
+
+    CALLS = "calls"  # the rules that read the checkpoint calls, not their regions' effects
+    ALL = "all"
+
+    def covers(self, needed: RuleSet) -> bool:
+        return self is RuleSet.ALL or needed is RuleSet.CALLS
 
 
 class EntryKind(StrEnum):
@@ -96,9 +112,10 @@ _NO_NAMES = FrozenNames()
 class CacheEntry:
     """One file's record: what its last analysis (or parse) found, and what that depended on.
 
-    `names`, `deps` and `key` are an analysis's (empty for the other kinds): the names the
-    file adds, the digest of every module its result depends on, and the names it mentions
-    that it does not add itself (the run's names reach the analysis only through those)."""
+    `names`, `deps`, `key`, `calls` and `rules` are an analysis's (empty for the other kinds):
+    the names the file adds, the digest of every module its result depends on, the names it
+    mentions that it does not add itself (the run's names reach the analysis only through
+    those), its checkpoint calls as `ckptlint calls` describes them, and which rules ran."""
 
     kind: EntryKind
     digest: str  # the file's content digest
@@ -107,6 +124,8 @@ class CacheEntry:
     names: FrozenNames = FrozenNames()
     deps: Mapping[str, str] = field(default_factory=dict)  # absolute path -> content digest
     key: frozenset[str] = frozenset()
+    calls: tuple[dict[str, object], ...] = ()
+    rules: RuleSet = RuleSet.ALL
 
     def to_dict(self) -> dict[str, object]:
         data: dict[str, object] = {"kind": self.kind.value, "digest": self.digest}
@@ -116,6 +135,8 @@ class CacheEntry:
             data["names"] = self.names.to_json()
             data["deps"] = dict(self.deps)
             data["key"] = sorted(self.key)
+            data["calls"] = list(self.calls)
+            data["rules"] = self.rules.value
         data["hits"] = sorted(self.hits)
         return data
 
@@ -138,15 +159,18 @@ class CacheEntry:
             findings = () if findings == [] else _findings(findings)
             if kind is EntryKind.SYNTAX:
                 return cls(kind, digest, frozenset(hits), findings)
-            deps, key = data["deps"], data["key"]
+            deps, key, calls = data["deps"], data["key"], data["calls"]
             if type(deps) is not dict or type(key) is not list:
                 raise MalformedCache("entry: deps or key of the wrong type")
-            return cls(kind, digest, frozenset(hits), findings, FrozenNames.from_json(data["names"]), deps, frozenset(key))
+            names = FrozenNames.from_json(data["names"])
+            described = () if calls == [] else _calls(calls)
+            return cls(kind, digest, frozenset(hits), findings, names, deps, frozenset(key), described, _RULE_SETS[data["rules"]])
         except (KeyError, TypeError) as exc:  # a missing field, an unknown kind, an unhashable item
             raise MalformedCache(f"entry: {exc!r}") from exc
 
 
 _KINDS = {kind.value: kind for kind in EntryKind}
+_RULE_SETS = {rules.value: rules for rules in RuleSet}
 
 
 @dataclass(frozen=True)
@@ -289,6 +313,21 @@ def _findings(value: object) -> tuple[Finding, ...]:
     if not all(_well_typed(finding) for finding in findings):
         raise MalformedCache("finding: a field of the wrong type")
     return findings
+
+
+# a described call's fields and their types (call_report.describe_call), as `ckptlint calls` reads them
+_CALL_FIELDS: dict[str, type] = {"path": str, "line": int, "column": int, "api": str, "region": str, "mode": str, "mode_defaulted": bool}
+
+
+def _calls(value: object) -> tuple[dict[str, object], ...]:
+    if type(value) is not list:
+        raise MalformedCache("calls: not a list")
+    for call in value:
+        if type(call) is not dict or call.keys() != _CALL_FIELDS.keys():
+            raise MalformedCache("call: not an object with the fields describe_call gives")
+        if not all(type(call[name]) is kind for name, kind in _CALL_FIELDS.items()):
+            raise MalformedCache("call: a field of the wrong type")
+    return tuple(value)
 
 
 def _well_typed(finding: Finding) -> bool:

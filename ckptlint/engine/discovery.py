@@ -145,10 +145,18 @@ def _walk(top: Path, is_excluded: ExcludeMatcher, files: list[Path], problems: l
 
 def find_project_root(start: Path) -> Path | None:
     """The nearest directory at or above `start` that looks like a project's top."""
+    found = find_project_marker(start)
+    return None if found is None else found[0]
+
+
+def find_project_marker(start: Path) -> tuple[Path, str] | None:
+    """The nearest directory at or above `start` holding a project marker, and the first
+    marker found there (for `-v` to say why it is the project root)."""
     directory = Path(os.path.abspath(start))
     if not directory.is_dir():
         directory = directory.parent
     for candidate in (directory, *directory.parents):
-        if any((candidate / marker).exists() for marker in PROJECT_MARKERS):
-            return candidate
+        for marker in PROJECT_MARKERS:
+            if (candidate / marker).exists():
+                return candidate, marker
     return None

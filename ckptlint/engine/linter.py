@@ -23,18 +23,22 @@ from __future__ import annotations
 import fnmatch
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ckptlint.catalogue import DEFAULT_CATALOGUE, Catalogue
 from ckptlint.config import Config
+from ckptlint.engine.cache import RuleSet
 from ckptlint.engine.discovery import ExcludeMatcher, discover
 from ckptlint.engine.run import Run
 from ckptlint.finding import Finding
 from ckptlint.libraries import Libraries, libraries as find_libraries
 from ckptlint.rules import ALL_RULES
-from ckptlint.rules.base import Rule
+from ckptlint.rules.base import RegionRule, Rule
 from ckptlint.engine.worker import Settings
-from ckptlint.result import LintResult, PathProblem
+from ckptlint.result import LintResult, PathProblem, Scope
+
+# the rules an analysis runs when no region rule is selected: the rest need region effects, the bulk of the time
+CALL_RULES: tuple[Rule, ...] = tuple(rule for rule in ALL_RULES if not isinstance(rule, RegionRule))
 
 class Linter:
     """Lints files of one project with one configuration."""
@@ -47,7 +51,6 @@ class Linter:
         jobs: int = 1,
         cache_dir: Path | None = None,
         want_fixes: bool = False,
-        want_calls: bool = False,
         libraries: Libraries | None = None,
     ):
         self.config = config
@@ -61,7 +64,6 @@ class Linter:
         self.jobs = max(1, jobs)
         self.cache_dir = cache_dir
         self.want_fixes = want_fixes
-        self.want_calls = want_calls
         self.rules: list[Rule] = [rule for rule in ALL_RULES if self.selected(rule.code)]
 
     def has_overlay(self, path: Path) -> bool:
@@ -92,15 +94,22 @@ class Linter:
 
     # -- linting --------------------------------------------------------------
 
-    def lint_paths(self, paths: Sequence[Path], force_exclude: bool = False, project_root: Path | None = None) -> LintResult:
+    def lint_paths(
+        self,
+        paths: Sequence[Path],
+        force_exclude: bool = False,
+        project_root: Path | None = None,
+        on_scope: Callable[[Scope], None] | None = None,
+    ) -> LintResult:
         """Lint the files under `paths` (unreadable ones become problems). A path with an
         overlay (stdin, an editor's buffer) is linted from it, not looked for on disk, and
-        is never excluded. When a path is the project root, its walk is the project's."""
+        is never excluded. When a path is the project root, its walk is the project's.
+        `on_scope` hears how many files were named and scanned before any is analysed."""
         overlaid = [path for path in paths if self.has_overlay(path)]
         discovered = discover([path for path in paths if not self.has_overlay(path)], self.is_excluded, force_exclude)
         walked_root = project_root is not None and any(os.path.abspath(p) == os.path.abspath(project_root) for p in paths)
         project_files = discovered.files if walked_root else None  # `ckptlint .`: walk the tree once
-        return self.lint_files([*overlaid, *discovered.files], discovered.problems, project_root, project_files)
+        return self.lint_files([*overlaid, *discovered.files], discovered.problems, project_root, project_files, on_scope)
 
     def lint_files(
         self,
@@ -108,6 +117,7 @@ class Linter:
         problems: Iterable[PathProblem] = (),
         project_root: Path | None = None,
         project_files: list[Path] | None = None,
+        on_scope: Callable[[Scope], None] | None = None,
     ) -> LintResult:
         """Lint `files`; with `project_root`, also follow checkpoint calls in the rest of the
         project (`project_files`, when the caller has already walked it)."""
@@ -116,15 +126,29 @@ class Linter:
         if project_files is None:
             project_files = self._project_files(project_root)
         others = [p for p in dict.fromkeys(os.path.abspath(f) for f in project_files) if p not in named_set]
+        scope = Scope(len(named), len(named) + len(others) if project_root is not None else 0)
+        if on_scope is not None:
+            on_scope(scope)
         run = Run(self, named, others)
         result = run.execute()
+        result.scope = scope
         result.problems = sorted([*problems, *result.problems], key=lambda p: p.path)
         return result
 
     def settings(self) -> Settings:
-        codes = tuple(rule.code for rule in self.rules)
+        """What the workers analyse with: the configuration without what only selects
+        findings, and every rule (only the call-level ones when no selected rule reads
+        regions), so the analysis and its cache serve any later selection. Unused-noqa
+        reporting needs every rule: whether a `# noqa: CKP203` silences something must not
+        depend on which rules an earlier run left in the cache."""
+        if self.config.report_unused_noqa or any(isinstance(rule, RegionRule) for rule in self.rules):
+            rule_set, rules = RuleSet.ALL, ALL_RULES
+        else:
+            rule_set, rules = RuleSet.CALLS, CALL_RULES
+        codes = tuple(rule.code for rule in rules)
         overlays = tuple(sorted(self.overlays.items()))
-        return Settings(self.config, os.fspath(self.base), codes, self.want_fixes, self.want_calls, overlays, self.libraries.paths)
+        config = self.config.without_reporting()
+        return Settings(config, os.fspath(self.base), codes, self.want_fixes, rule_set, overlays, self.libraries.paths)
 
     def _project_files(self, project_root: Path | None) -> list[Path]:
         if project_root is None:

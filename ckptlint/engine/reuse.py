@@ -6,8 +6,9 @@ did not exist: adding or removing a module can change what an unchanged import r
 So an analysis is redone when a dependency's import could name an added or removed module
 (the import edges say which; they are read only when files came or went), and nothing
 stands when a package marker (`__init__.py`) came or went, which renames the modules below
-it, or the import roots changed, which changes what top-level names mean. Whether an
-analysis's key matches the names is the run's question (run.py): the names are grown there.
+it, or the import roots changed, which changes what top-level names mean. An analysis
+that ran fewer rules than this run needs (cache.RuleSet) is redone. Whether an analysis's
+key matches the names is the run's question (run.py): the names are grown there.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ckptlint.engine.cache import Cache, CacheEntry, EntryKind, FrozenNames, Index, ModuleEdges
+from ckptlint.engine.cache import Cache, CacheEntry, EntryKind, FrozenNames, Index, ModuleEdges, RuleSet
 from ckptlint.engine.worker import Outcome
 from ckptlint.engine.workspace import Workspace
 from ckptlint.finding import Finding
@@ -35,12 +36,14 @@ class Reuse:
         files: Sequence[str],
         roots: Sequence[str],
         root_of: Callable[[str], Path],
+        rule_set: RuleSet = RuleSet.ALL,
     ) -> None:
         self.cache = cache  # None: nothing is written
         self.index = index
         self.workspace = workspace
         self.files = files
         self.roots = roots  # this run's import roots
+        self.rule_set = rule_set  # the rules this run's analyses run: a cached one must cover them
         self._analyses: dict[str, CacheEntry | None] = {}  # memo of `analysis`
         self._edges: dict[str, ModuleEdges] | None = None  # the cache's, read when first needed
         self._new_edges: dict[str, ModuleEdges] = {}  # this run's workers'
@@ -84,6 +87,8 @@ class Reuse:
     def _standing_analysis(self, path: str) -> CacheEntry | None:
         entry = self._current(path)
         if entry is None or entry.kind is not EntryKind.ANALYSED or self._changed_modules is None:
+            return None
+        if not entry.rules.covers(self.rule_set):
             return None
         if any(self.workspace.digest(dep) != digest for dep, digest in entry.deps.items()):
             return None
@@ -154,8 +159,10 @@ class Reuse:
         self, path: str, digest: str, outcome: Outcome | None, keys: Mapping[str, frozenset[str]], hits: frozenset[str]
     ) -> CacheEntry:
         if outcome is not None and outcome.analysed:
-            findings, added = tuple(outcome.findings), FrozenNames.of(outcome.names)
-            return CacheEntry(EntryKind.ANALYSED, outcome.digest, hits, findings, added, outcome.dependencies, keys[path])
+            findings, added, calls = tuple(outcome.findings), FrozenNames.of(outcome.names), tuple(outcome.calls)
+            return CacheEntry(
+                EntryKind.ANALYSED, outcome.digest, hits, findings, added, outcome.dependencies, keys[path], calls, self.rule_set
+            )
         if outcome is not None:
             return CacheEntry(EntryKind.SYNTAX, outcome.digest, hits, tuple(outcome.findings))
         old = self.index.entries.get(path)

@@ -2,7 +2,9 @@
 
 The selection loop grows the names that can mean checkpointing until no new one turns up
 (see `Run`), taking what the cache still answers (reuse.py) and analysing the rest; the
-merge scopes findings to the named files, applies `# noqa` and selection.
+merge scopes findings to the named files, applies `# noqa` and selection. The cache holds
+findings before selection (its key leaves out select, ignore, per-file ignores and unused-noqa
+reporting), so a new `--select` is a warm run.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class Run:
         # sorted: which root wins a top-level name two roots define must not depend on the named files
         self._roots: dict[str, Path] = {}
         self.roots = sorted({os.fspath(self._root(p)) for p in self.files})
-        self.reuse = Reuse(cache, index, self.workspace, self.files, self.roots, self._root)
+        self.reuse = Reuse(cache, index, self.workspace, self.files, self.roots, self._root, self.settings.rule_set)
         self.mentions = Mentions(self.workspace.data, self.reuse.recorded_mentions())
         self.outcomes: dict[str, Outcome] = {}
         self.keys: dict[str, frozenset[str]] = {}  # candidate -> the key its result (fresh or cached) has
@@ -61,13 +63,14 @@ class Run:
         self.problems: list[PathProblem] = []
 
     def _cache(self) -> Cache | None:
-        """None without a cache directory, and when calls are wanted (an entry keeps none)."""
+        """None without a cache directory. The key holds what the analysis depends on, not
+        the selection (`settings.config` has none, and which rules ran is kept per entry)."""
         directory = self.linter.cache_dir
-        if directory is None or self.linter.want_calls:
+        if directory is None:
             return None
         settings = self.settings
         fingerprint = self.linter.libraries.fingerprint  # what is installed where regions can be followed
-        return Cache(directory, cache_key(settings.config, settings.base, settings.rules, settings.want_fixes, fingerprint))
+        return Cache(directory, cache_key(settings.config, settings.base, settings.want_fixes, fingerprint))
 
     def execute(self) -> LintResult:
         names = Names.of(self.linter.catalogue)
@@ -211,9 +214,20 @@ class Run:
         if linter.config.report_unused_noqa:
             kept.extend(_unused_noqa(named_paths, result))
         result.findings = sorted(f for f in kept if linter.selected(f.code, f.path))
-        result.calls = [call for path in self.named for call in (self.outcomes[path].calls if path in self.outcomes else ())]
+        result.calls = [call for path in self.named for call in self._calls(path)]
         result.analysed = sum(1 for outcome in self.outcomes.values() if outcome.analysed)
+        result.reused = len(self.reused)
         return result
+
+    def _calls(self, path: str) -> Sequence[dict[str, object]]:
+        """A named file's described checkpoint calls: this run's analysis, else the cache's."""
+        outcome = self.outcomes.get(path)
+        if outcome is not None:
+            return outcome.calls
+        if path in self.reused:
+            entry = self.reuse.analysis(path)
+            return entry.calls if entry is not None else ()
+        return ()
 
     def _sources(self, display_paths: set[str]) -> dict[str, SourceFile]:
         sources: dict[str, SourceFile] = {}

@@ -32,7 +32,8 @@ from ckptlint.calls import CallFinder
 from ckptlint.catalogue import DEFAULT_CATALOGUE
 from ckptlint.classes import ClassIndex
 from ckptlint.config import Config
-from ckptlint.engine.cache import ModuleEdges
+from ckptlint.call_report import describe_call
+from ckptlint.engine.cache import ModuleEdges, RuleSet
 from ckptlint.engine.discovery import ExcludeMatcher
 from ckptlint.finding import Finding
 from ckptlint.prefilter import Names
@@ -51,11 +52,11 @@ ISSUES_URL = "https://github.com/ckptlint/ckptlint/issues"
 class Settings:
     """Everything a worker needs to analyse like the parent would (picklable, hashable)."""
 
-    config: Config
+    config: Config  # what the analysis depends on: Config.without_reporting()
     base: str
     rules: tuple[str, ...]  # codes of the rules to run
     want_fixes: bool = False
-    want_calls: bool = False
+    rule_set: RuleSet = RuleSet.ALL  # which set `rules` is, for the cache
     overlays: tuple[tuple[str, bytes | str], ...] = ()
     libraries: tuple[str, ...] = ()  # installed libraries' directories, in import order (libraries.py)
 
@@ -69,7 +70,7 @@ class Outcome:
     findings: list[Finding] = field(default_factory=list)
     names: Names = field(default_factory=Names)
     dependencies: dict[str, str] = field(default_factory=dict)  # absolute path -> digest
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)  # described checkpoint calls, always (the cache keeps them)
     unreadable: str | None = None  # the OSError, for a file that could not be read
     internal_error: str | None = None
     analysed: bool = False  # False: only parsed (a named file that cannot hold a call)
@@ -155,12 +156,8 @@ class WorkerState:
         findings: list[Finding] = []
         for rule in self.rules:
             findings.extend(rule.check(context))
-        findings = in_project(findings, self.project)
-        if self.settings.want_calls:
-            from ckptlint.call_report import describe_call
-
-            outcome.calls = [describe_call(call) for call in calls]
-        return findings
+        outcome.calls = [describe_call(call) for call in calls]
+        return in_project(findings, self.project)
 
     def reset(self) -> None:
         """Drop every parsed module and memo (after an error, or to bound memory)."""
