@@ -53,7 +53,21 @@ def _open(client: LanguageClient, path: Path, text: str, version: int = 1) -> No
 
 
 async def _diagnostics(client: LanguageClient, path: Path) -> list[types.Diagnostic]:
+    """The next diagnostics published (for a document just opened: the file-local ones)."""
     await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    return client.diagnostics[_uri(path)]
+
+
+def _ends(client: LanguageClient) -> int:
+    """How many project scans have ended (their work-done progress)."""
+    return sum(isinstance(value, types.WorkDoneProgressEnd) for values in client.progress_reports.values() for value in values)
+
+
+async def _refined(client: LanguageClient, path: Path, ends: int = 0) -> list[types.Diagnostic]:
+    """The project-wide diagnostics: the server publishes them just before its scan's
+    progress ends; `ends` is how many scans had ended before the one awaited."""
+    while _ends(client) <= ends:
+        await client.wait_for_notification(types.PROGRESS)
     return client.diagnostics[_uri(path)]
 
 
@@ -75,7 +89,7 @@ async def test_diagnostics_edits_code_actions(client: LanguageClient, project: P
     model = project / "model.py"
     model.write_text(MODEL)
     _open(client, model, MODEL)
-    diagnostics = {d.code: d for d in await _diagnostics(client, model)}
+    diagnostics = {d.code: d for d in await _refined(client, model)}
     assert set(diagnostics) == {"CKP101", "CKP201"}
     ckp101 = diagnostics["CKP101"]
     # 'émoji = "🙂"; y = ' before the call: é is one UTF-16 unit, 🙂 two
@@ -117,7 +131,7 @@ async def test_diagnostics_edits_code_actions(client: LanguageClient, project: P
             content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)],
         )
     )
-    assert [d.code for d in await _diagnostics(client, model)] == ["CKP201"]
+    assert [d.code for d in await _refined(client, model, ends=1)] == ["CKP201"]
 
 
 async def test_utf8_position_encoding(client: LanguageClient, project: Path) -> None:
@@ -125,7 +139,7 @@ async def test_utf8_position_encoding(client: LanguageClient, project: Path) -> 
     assert result.capabilities.position_encoding == types.PositionEncodingKind.Utf8
     model = project / "model.py"
     _open(client, model, MODEL)
-    ckp101 = next(d for d in await _diagnostics(client, model) if d.code == "CKP101")
+    ckp101 = next(d for d in await _refined(client, model) if d.code == "CKP101")
     assert ckp101.range.start.character == len('    émoji = "🙂"; y = '.encode("utf-8"))
 
 
@@ -137,7 +151,8 @@ async def test_unsaved_buffer_of_another_file_is_analysed(client: LanguageClient
     model.write_text(text)
     blocks_edit = "import random\n\n\ndef block(x):\n    return x * random.random()\n"
     _open(client, project / "blocks.py", blocks_edit)  # unsaved: the disk still has the clean version
-    diagnostics = await _diagnostics(client, project / "blocks.py")
+    assert not await _diagnostics(client, project / "blocks.py")  # file-local: nothing checkpoints block here
+    diagnostics = await _refined(client, project / "blocks.py")  # project-wide: model.py does
     assert [(d.code, d.range.start.line) for d in diagnostics] == [("CKP201", 4)]
 
 
@@ -145,7 +160,7 @@ async def test_syntax_errors_and_malformed_requests_do_not_kill_the_server(clien
     await _start(client, project)
     broken = project / "broken.py"
     _open(client, broken, "def f(:\n")
-    [diagnostic] = await _diagnostics(client, broken)
+    [diagnostic] = await _refined(client, broken)
     assert diagnostic.code == "CKP000" and diagnostic.severity == types.DiagnosticSeverity.Error
     body = json.dumps({"jsonrpc": "2.0", "id": 9999, "method": "textDocument/codeAction", "params": {"textDocument": 42}})
     client.protocol.writer.write(f"Content-Length: {len(body)}\r\n\r\n{body}".encode())  # malformed params
@@ -157,7 +172,7 @@ async def test_syntax_errors_and_malformed_requests_do_not_kill_the_server(clien
     assert not await client.text_document_code_action_async(never_opened)
     model = project / "model.py"
     _open(client, model, MODEL)
-    assert {d.code for d in await _diagnostics(client, model)} == {"CKP101", "CKP201"}
+    assert {d.code for d in await _refined(client, model, ends=1)} == {"CKP101", "CKP201"}
 
 
 async def test_configuration_changes_apply_without_restart(client: LanguageClient, project: Path) -> None:
@@ -165,14 +180,15 @@ async def test_configuration_changes_apply_without_restart(client: LanguageClien
     model = project / "model.py"
     model.write_text(MODEL)
     _open(client, model, MODEL)
-    assert {d.code for d in await _diagnostics(client, model)} == {"CKP101", "CKP201"}
+    assert {d.code for d in await _refined(client, model)} == {"CKP101", "CKP201"}
     (project / "pyproject.toml").write_text('[tool.ckptlint]\nignore = ["CKP101"]\n')
     client.workspace_did_change_watched_files(
         types.DidChangeWatchedFilesParams(
             changes=[types.FileEvent(uri=_uri(project / "pyproject.toml"), type=types.FileChangeType.Changed)]
         )
     )
-    assert {d.code for d in await _diagnostics(client, model)} == {"CKP201"}
+    assert {d.code for d in await _diagnostics(client, model)} == {"CKP201"}  # file-local
+    assert {d.code for d in await _refined(client, model, ends=1)} == {"CKP201"}
 
 
 async def test_fix_all_source_action(client: LanguageClient, project: Path) -> None:
@@ -180,7 +196,7 @@ async def test_fix_all_source_action(client: LanguageClient, project: Path) -> N
     model = project / "model.py"
     text = "from torch.utils.checkpoint import checkpoint\n\n\ndef f(a, b, x):\n    y = checkpoint(a, x)\n    return checkpoint(b, y)\n"
     _open(client, model, text)
-    await _diagnostics(client, model)
+    await _refined(client, model)
     actions = await client.text_document_code_action_async(
         types.CodeActionParams(
             text_document=types.TextDocumentIdentifier(uri=_uri(model)),
@@ -219,7 +235,7 @@ async def test_hover_on_a_noqa_code_shows_the_rule(client: LanguageClient, proje
     model = project / "model.py"
     text = "x = '🙂'  # noqa: CKP201, E501\n"
     _open(client, model, text)
-    await _diagnostics(client, model)
+    await _refined(client, model)
     at = text.index("CKP201") + 1 + 3  # UTF-16: the emoji counts twice; inside the code
     hover = await client.text_document_hover_async(
         types.HoverParams(text_document=types.TextDocumentIdentifier(uri=_uri(model)), position=types.Position(line=0, character=at))
@@ -239,11 +255,11 @@ async def test_saving_another_file_updates_open_documents(client: LanguageClient
     model = project / "model.py"
     model.write_text("from blocks import block\n\n\ndef f(x):\n    return block(x)\n")
     _open(client, blocks, blocks_text)
-    assert not await _diagnostics(client, blocks)  # nothing checkpoints block yet
+    assert not await _refined(client, blocks)  # nothing checkpoints block yet
     model.write_text(
         "from torch.utils.checkpoint import checkpoint\nfrom blocks import block\n\n\ndef f(x):\n    return checkpoint(block, x, use_reentrant=False)\n"
     )
     client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=_uri(model))))
-    [finding] = await _diagnostics(client, blocks)
+    [finding] = await _refined(client, blocks, ends=1)  # a save: project-wide only
     assert (finding.code, finding.range.start.line) == ("CKP201", 4)
     assert finding.related_information[0].location.uri == _uri(model)

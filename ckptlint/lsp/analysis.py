@@ -1,0 +1,116 @@
+"""One lint of one open document, as the language server runs it in a worker.
+
+Everything here is picklable data and top-level functions, because the project-wide lint
+runs in a child process (scheduler.py says why) and the file-local one in a thread: neither
+may touch the editor's workspace, so the server hands over a snapshot of the open buffers.
+
+Two kinds of lint:
+- file-local (`project=False`): the document alone, following only the checkpoint calls in
+  it, as `ckptlint --no-project` does; quick enough to publish as soon as a file opens;
+- project-wide (`project=True`): checkpoint calls anywhere in the project can reach the
+  document's functions; on a large repository this takes seconds to minutes cold.
+
+They keep separate result caches: an index holds only the files of the run that wrote it,
+so a one-file lint sharing the project's index would leave the next project lint cold.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ckptlint.config import Config, ConfigError
+from ckptlint.engine.discovery import ExcludeMatcher, discover
+from ckptlint.finding import Finding
+from ckptlint.frontend import cache_directory, linter_for, project_root_for, resolve_config
+from ckptlint.project import display_path
+from ckptlint.source import SourceFile
+
+FILE_LOCAL_CACHE = "file-local"  # under the project's cache directory
+TEST_GATE_ENV = "CKPTLINT_LSP_TEST_GATE"  # tests only: a project lint waits until this file exists
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a project-wide lint looks for checkpoint calls: the root, and its files."""
+
+    root: Path
+    files: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class LintRequest:
+    path: Path
+    overlays: dict[Path, str]  # the unsaved text of every open document
+    base: Path  # the workspace root: findings are reported with paths relative to it
+    scope: Scope | None = None  # None: file-local
+
+
+@dataclass
+class LintOutcome:
+    findings: list[Finding]  # the document's own
+    sources: dict[str, SourceFile]  # lines for column conversion, by display path
+    messages: list[str] = field(default_factory=list)  # configuration problems to show the user
+
+
+def _config(path: Path, messages: list[str], base: Path) -> Config:
+    """The configuration a lint of `path` uses; a bad one is reported and the defaults used."""
+    try:
+        return resolve_config(None, [path])
+    except ConfigError as exc:
+        messages.append(str(exc))
+        return Config(root=base)
+
+
+def project_scope(path: Path, base: Path) -> Scope:
+    """The project a lint of `path` scans: `project_root_for` (as the command line decides),
+    else the workspace root, and the files discovered under it."""
+    config = _config(path, [], base)
+    root = project_root_for(config, [path]) or base
+    files = discover([root], ExcludeMatcher(config.all_excludes, config.root)).files
+    return Scope(root, tuple(files))
+
+
+def lint_document(request: LintRequest) -> LintOutcome:
+    """The findings for `request.path`, file-local or project-wide (`request.scope`)."""
+    if request.scope is not None:
+        _wait_for_test_gate()
+    messages: list[str] = []
+    config = _config(request.path, messages, request.base)
+    root = request.scope.root if request.scope is not None else project_root_for(config, [request.path])
+    # the command line's cache location; a file-local lint keeps its own index beside it
+    cache_dir = cache_directory(config, root)
+    if request.scope is None:
+        cache_dir = cache_dir / FILE_LOCAL_CACHE
+    overlays: dict[Path, bytes | str] = dict(request.overlays)
+    try:
+        linter = linter_for(config, root, overlays=overlays, base=request.base, jobs=1, want_fixes=True, cache_dir=cache_dir)
+    except ConfigError as exc:  # an interpreter that cannot be asked: say so, lint without libraries
+        messages.append(str(exc))
+        config = replace(config, libraries=False)
+        linter = linter_for(config, root, overlays=overlays, base=request.base, jobs=1, want_fixes=True, cache_dir=cache_dir)
+    if request.scope is None:
+        result = linter.lint_files([request.path])
+    else:
+        result = linter.lint_files([request.path], project_root=request.scope.root, project_files=list(request.scope.files))
+    own = display_path(request.path, request.base)
+    findings = [finding for finding in result.findings if finding.path == own]
+    wanted = {finding.path for finding in findings} | {site.path for finding in findings for site in finding.sites}
+    return LintOutcome(findings, {path: source for path, source in result.sources.items() if path in wanted}, messages)
+
+
+def warm_up() -> None:
+    """Import and run the whole pipeline once on a small module, so that the first document
+    opened does not pay for loading the analysis."""
+    from ckptlint.engine.linter import lint_source
+
+    lint_source("from torch.utils.checkpoint import checkpoint\n\n\ndef f(block, x):\n    return checkpoint(block, x)\n")
+
+
+def _wait_for_test_gate() -> None:
+    """Tests hold a project lint in flight, deterministically, until they create the gate."""
+    gate = os.environ.get(TEST_GATE_ENV)
+    while gate and not os.path.exists(gate):
+        time.sleep(0.02)
