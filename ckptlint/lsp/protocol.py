@@ -14,7 +14,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest, JsonRpcParseError
 from pygls.protocol import LanguageServerProtocol
 
@@ -56,4 +55,5 @@ class CkptlintProtocol(LanguageServerProtocol):
             self._reply_error(None, JsonRpcParseError())
 
     def _reply_error(self, request_id: int | str | None, error: JsonRpcException) -> None:
-        self._send_data(types.ResponseErrorMessage(id=request_id, error=error.to_response_error()))
+        # a plain object: lsprotocol's converter would leave out `"id": null`, which JSON-RPC requires
+        self._send_data({"jsonrpc": "2.0", "id": request_id, "error": {"code": error.code, "message": error.message}})

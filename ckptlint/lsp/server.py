@@ -243,8 +243,8 @@ def hover(ls: CkptlintServer, params: types.HoverParams) -> types.Hover | None:
     """The rule's page when hovering a code in a comment (`# noqa: CKP201`), as ruff does."""
     from ckptlint.rules import RULES_BY_CODE
 
-    document = ls.workspace.get_text_document(params.text_document.uri)
-    if params.position.line >= len(document.lines):
+    document = ls.workspace.text_documents.get(params.text_document.uri)
+    if document is None or params.position.line >= len(document.lines):  # only open documents
         return None
     text = document.lines[params.position.line].rstrip("\r\n")
     column = to_code_points(text, params.position.character, ls.encoding) - 1
