@@ -10,8 +10,9 @@ Two kinds of lint:
 - project-wide (`project=True`): checkpoint calls anywhere in the project can reach the
   document's functions; on a large repository this takes seconds to minutes cold.
 
-They keep separate result caches: an index holds only the files of the run that wrote it,
-so a one-file lint sharing the project's index would leave the next project lint cold.
+Only the project-wide lint uses the result cache: an index holds only the files of the
+run that wrote it, so a one-file lint writing the project's index would leave the next
+project lint cold, and the file-local lint of an edited buffer has little to reuse.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from pathlib import Path
 
 from ckptlint.config import Config, ConfigError
 from ckptlint.engine.discovery import ExcludeMatcher, discover
+from ckptlint.engine.linter import Linter
 from ckptlint.finding import Finding
-from ckptlint.frontend import cache_directory, linter_for, project_root_for, resolve_config
+from ckptlint.frontend import linter_for, project_root_for, resolve_config
 from ckptlint.project import display_path
 from ckptlint.source import SourceFile
 
-FILE_LOCAL_CACHE = "file-local"  # under the project's cache directory
 TEST_GATE_ENV = "CKPTLINT_LSP_TEST_GATE"  # tests only: a project lint waits until this file exists
 
 
@@ -79,18 +80,20 @@ def lint_document(request: LintRequest) -> LintOutcome:
         _wait_for_test_gate()
     messages: list[str] = []
     config = _config(request.path, messages, request.base)
-    root = request.scope.root if request.scope is not None else project_root_for(config, [request.path])
-    # the command line's cache location; a file-local lint keeps its own index beside it
-    cache_dir = cache_directory(config, root)
-    if request.scope is None:
-        cache_dir = cache_dir / FILE_LOCAL_CACHE
     overlays: dict[Path, bytes | str] = dict(request.overlays)
+
+    def make_linter(config: Config) -> Linter:
+        # the cache is where the command line keeps it (frontend.py), whichever folder the
+        # editor opened (the workspace only names paths); a file-local lint keeps none
+        root = project_root_for(config, [request.path])
+        no_cache = request.scope is None
+        return linter_for(config, root, overlays=overlays, base=request.base, jobs=1, want_fixes=True, no_cache=no_cache)
+
     try:
-        linter = linter_for(config, root, overlays=overlays, base=request.base, jobs=1, want_fixes=True, cache_dir=cache_dir)
+        linter = make_linter(config)
     except ConfigError as exc:  # an interpreter that cannot be asked: say so, lint without libraries
         messages.append(str(exc))
-        config = replace(config, libraries=False)
-        linter = linter_for(config, root, overlays=overlays, base=request.base, jobs=1, want_fixes=True, cache_dir=cache_dir)
+        linter = make_linter(replace(config, libraries=False))
     if request.scope is None:
         result = linter.lint_files([request.path])
     else:
@@ -102,11 +105,17 @@ def lint_document(request: LintRequest) -> LintOutcome:
 
 
 def warm_up() -> None:
-    """Import and run the whole pipeline once on a small module, so that the first document
-    opened does not pay for loading the analysis."""
-    from ckptlint.engine.linter import lint_source
-
-    lint_source("from torch.utils.checkpoint import checkpoint\n\n\ndef f(block, x):\n    return checkpoint(block, x)\n")
+    """Import and run the whole pipeline once, fixes included, on a small module with a
+    region hazard, so that the first document opened does not pay for loading the analysis
+    (half a second on a cold process, libcst most of it)."""
+    sample = (
+        "import random\nfrom torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        "class Block(nn.Module):\n    def forward(self, x):\n        return x * random.random()\n\n\n"
+        "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.block = Block()\n\n"
+        "    def forward(self, x):\n        return checkpoint(self.block, x)\n"
+    )
+    path = Path.cwd() / "ckptlint_warm_up.py"  # never written: an overlay
+    linter_for(Config(root=Path.cwd()), None, overlays={path: sample}, jobs=1, no_cache=True, want_fixes=True).lint_files([path])
 
 
 def _wait_for_test_gate() -> None:

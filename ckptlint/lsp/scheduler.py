@@ -45,14 +45,16 @@ class Scheduler:
         self._scanner: asyncio.Task[None] | None = None
         self._pending: dict[str, asyncio.Task[None]] = {}  # debounced lints, by URI
         self._tokens = itertools.count(1)
+        self._stopped = False
 
     def start(self) -> None:
-        """Load the analysis in both workers before the first document arrives."""
+        """Load the analysis before the first document arrives. The child process starts
+        with the first project lint, so that it does not compete with the first file-local one."""
         self._local.submit(warm_up)
-        self._pool().submit(warm_up)
 
     def stop(self) -> None:
         """End the child process, even in the middle of a scan (nothing waits for it)."""
+        self._stopped = True
         self._local.shutdown(wait=False, cancel_futures=True)
         pool, self._project = self._project, None
         if pool is not None:
@@ -82,6 +84,13 @@ class Scheduler:
 
         self._pending[uri] = asyncio.get_running_loop().create_task(run())
 
+    def forget(self, uri: str) -> None:
+        """A closed document: drop its waiting lints."""
+        pending = self._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        self._queue.pop(uri, None)
+
     async def file_local(self, uri: str, publish: bool = True) -> LintOutcome | None:
         """The file-local lint of the document as it is now (None when it failed)."""
         request, version = self._request(uri)
@@ -107,7 +116,7 @@ class Scheduler:
         while True:
             await self._queued.wait()
             self._queued.clear()
-            while self._queue:
+            while self._queue and not self._stopped:
                 uri = next(iter(self._queue))
                 del self._queue[uri]
                 if uri in self.server.workspace.text_documents:
@@ -162,6 +171,8 @@ class Scheduler:
         return LintRequest(Path(document.path), overlays, self.server.root), document.version
 
     def _pool(self) -> ProcessPoolExecutor:
+        if self._stopped:
+            raise RuntimeError("the language server is shutting down")
         if self._project is None:
             # spawn: the server runs threads, and fork copies them in whatever state they are
             self._project = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
@@ -171,6 +182,8 @@ class Scheduler:
         return await asyncio.get_running_loop().run_in_executor(executor, lint_document, request)
 
     def _internal_error(self, uri: str) -> None:
+        if self._stopped:  # a scan ended by the shutdown
+            return
         logger.exception("ckptlint failed on %s", uri)
         message = f"ckptlint: internal error on {uri}"
         self.server.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=message))

@@ -84,7 +84,7 @@ class CkptlintServer(LanguageServer):
 
     def shutdown(self) -> None:
         self.scheduler.stop()  # the process running a project lint, too
-        super().shutdown()  # type: ignore[no-untyped-call]
+        super().shutdown()  # type: ignore[no-untyped-call]  # pygls leaves it unannotated
 
     def _line(self, path: str, line: int) -> str:
         source = self._sources.get(path)
@@ -154,6 +154,7 @@ def did_save(ls: CkptlintServer, params: types.DidSaveTextDocumentParams) -> Non
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: CkptlintServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.findings.pop(params.text_document.uri, None)
+    ls.scheduler.forget(params.text_document.uri)
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
 
 
