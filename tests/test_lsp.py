@@ -360,6 +360,32 @@ async def test_a_newer_edit_supersedes_a_project_lint_in_flight(project: Path) -
         await client.shutdown_session()
 
 
+async def test_code_actions_before_the_scan_ends_have_the_fixes(project: Path) -> None:
+    """The file-local pass publishes without fixes (libcst is slow to load); a code action
+    asked before the project-wide result computes them."""
+    gate = project.with_name(project.name + "-gate")  # never created: the scan stays in flight
+    client = await _gated_client(gate)
+    try:
+        await _start(client, project)
+        model = project / "model.py"
+        _open(client, model, MODEL)
+        ckp101 = next(d for d in await _diagnostics(client, model) if d.code == "CKP101")
+        actions = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=_uri(model)),
+                range=ckp101.range,
+                context=types.CodeActionContext(diagnostics=[ckp101]),
+            )
+        )
+        assert [action.title for action in actions][:2] == [
+            "ckptlint: Pass use_reentrant=True (keeps today's reentrant behaviour)",
+            "ckptlint: Pass use_reentrant=False (recommended; changes how the region is replayed) [unsafe]",
+        ]
+        assert _ends(client) == 0
+    finally:
+        await client.shutdown_session()
+
+
 async def test_shutdown_ends_a_scan_in_flight(project: Path) -> None:
     gate = project.with_name(project.name + "-gate")  # never created: the scan would wait for ever
     client = await _gated_client(gate)

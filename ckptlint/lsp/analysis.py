@@ -47,6 +47,7 @@ class LintRequest:
     overlays: dict[Path, str]  # the unsaved text of every open document
     base: Path  # the workspace root: findings are reported with paths relative to it
     scope: Scope | None = None  # None: file-local
+    want_fixes: bool = True  # the file-local lint leaves them to code actions (libcst costs a third of a second to load)
 
 
 @dataclass
@@ -54,6 +55,7 @@ class LintOutcome:
     findings: list[Finding]  # the document's own
     sources: dict[str, SourceFile]  # lines for column conversion, by display path
     messages: list[str] = field(default_factory=list)  # configuration problems to show the user
+    with_fixes: bool = True  # whether the findings carry their fixes
 
 
 def _config(path: Path, messages: list[str], base: Path) -> Config:
@@ -87,7 +89,8 @@ def lint_document(request: LintRequest) -> LintOutcome:
         # editor opened (the workspace only names paths); a file-local lint keeps none
         root = project_root_for(config, [request.path])
         no_cache = request.scope is None
-        return linter_for(config, root, overlays=overlays, base=request.base, jobs=1, want_fixes=True, no_cache=no_cache)
+        fixes = request.want_fixes
+        return linter_for(config, root, overlays=overlays, base=request.base, jobs=1, want_fixes=fixes, no_cache=no_cache)
 
     try:
         linter = make_linter(config)
@@ -101,13 +104,13 @@ def lint_document(request: LintRequest) -> LintOutcome:
     own = display_path(request.path, request.base)
     findings = [finding for finding in result.findings if finding.path == own]
     wanted = {finding.path for finding in findings} | {site.path for finding in findings for site in finding.sites}
-    return LintOutcome(findings, {path: source for path, source in result.sources.items() if path in wanted}, messages)
+    sources = {path: source for path, source in result.sources.items() if path in wanted}
+    return LintOutcome(findings, sources, messages, request.want_fixes)
 
 
 def warm_up() -> None:
-    """Import and run the whole pipeline once, fixes included, on a small module with a
-    region hazard, so that the first document opened does not pay for loading the analysis
-    (half a second on a cold process, libcst most of it)."""
+    """Import and run the analysis once on a small module with a region hazard, so that the
+    first document opened does not pay for loading it."""
     sample = (
         "import random\nfrom torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
         "class Block(nn.Module):\n    def forward(self, x):\n        return x * random.random()\n\n\n"
@@ -115,7 +118,12 @@ def warm_up() -> None:
         "    def forward(self, x):\n        return checkpoint(self.block, x)\n"
     )
     path = Path.cwd() / "ckptlint_warm_up.py"  # never written: an overlay
-    linter_for(Config(root=Path.cwd()), None, overlays={path: sample}, jobs=1, no_cache=True, want_fixes=True).lint_files([path])
+    linter_for(Config(root=Path.cwd()), None, overlays={path: sample}, jobs=1, no_cache=True).lint_files([path])
+
+
+def load_fixes() -> None:
+    """Load what building fixes needs (libcst), once the first diagnostics are out."""
+    import ckptlint.fix_builder  # noqa: F401
 
 
 def _wait_for_test_gate() -> None:

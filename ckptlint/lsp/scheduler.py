@@ -20,6 +20,7 @@ import asyncio
 import itertools
 import logging
 import multiprocessing
+from dataclasses import replace
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -27,11 +28,12 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from ckptlint.lsp.analysis import LintOutcome, LintRequest, Scope, lint_document, project_scope, warm_up
+from ckptlint.lsp.analysis import LintOutcome, LintRequest, Scope, lint_document, load_fixes, project_scope, warm_up
 
 if TYPE_CHECKING:
     from ckptlint.lsp.server import CkptlintServer
 
+PROGRESS_CREATE_TIMEOUT = 5.0  # seconds a client may take to accept a progress token
 logger = logging.getLogger(__name__)
 
 
@@ -46,6 +48,7 @@ class Scheduler:
         self._pending: dict[str, asyncio.Task[None]] = {}  # debounced lints, by URI
         self._tokens = itertools.count(1)
         self._stopped = False
+        self._fixes_loaded = False
 
     def start(self) -> None:
         """Load the analysis before the first document arrives. The child process starts
@@ -91,16 +94,19 @@ class Scheduler:
             pending.cancel()
         self._queue.pop(uri, None)
 
-    async def file_local(self, uri: str, publish: bool = True) -> LintOutcome | None:
-        """The file-local lint of the document as it is now (None when it failed)."""
+    async def file_local(self, uri: str, publish: bool = True, fixes: bool = False) -> LintOutcome | None:
+        """The file-local lint of the document as it is now (None when it failed); without
+        `fixes`, its findings carry none (code actions ask again, with them)."""
         request, version = self._request(uri)
         try:
-            outcome = await self._run(self._local, request)
+            outcome = await self._run(self._local, replace(request, want_fixes=fixes))
         except Exception:  # noqa: BLE001 - a bug must not take the editor's server down
             self._internal_error(uri)
             return None
-        if publish:
-            self.server.accept(uri, version, outcome)
+        self.server.accept(uri, version, outcome, publish)
+        if not self._fixes_loaded:
+            self._fixes_loaded = True
+            self._local.submit(load_fixes)
         return outcome
 
     # -- the project-wide queue -----------------------------------------------
@@ -119,8 +125,12 @@ class Scheduler:
             while self._queue and not self._stopped:
                 uri = next(iter(self._queue))
                 del self._queue[uri]
-                if uri in self.server.workspace.text_documents:
+                if uri not in self.server.workspace.text_documents:
+                    continue
+                try:
                     await self._scan(uri)
+                except Exception:  # noqa: BLE001 - the next document's scan must still run
+                    self._internal_error(uri)
 
     async def _scan(self, uri: str) -> None:
         request, version = self._request(uri)
@@ -151,8 +161,8 @@ class Scheduler:
             return None
         token = f"ckptlint-scan-{next(self._tokens)}"
         try:
-            await self.server.work_done_progress.create_async(token)
-        except Exception:  # noqa: BLE001 - a client that refuses: scan without progress
+            await asyncio.wait_for(self.server.work_done_progress.create_async(token), PROGRESS_CREATE_TIMEOUT)
+        except Exception:  # noqa: BLE001 - a client that refuses or does not answer: scan without progress
             return None
         progress = self.server.work_done_progress
         progress.begin(token, types.WorkDoneProgressBegin(title="ckptlint: scanning the project", message=str(scope.root)))

@@ -48,7 +48,7 @@ class CkptlintServer(LanguageServer):
         super().__init__(
             "ckptlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental, protocol_cls=CkptlintProtocol
         )
-        self.findings: dict[str, list[Finding]] = {}  # last findings per document URI
+        self.outcomes: dict[str, LintOutcome] = {}  # the last published lint, per document URI
         self.scheduler = Scheduler(self)
         self._sources: dict[str, SourceFile] = {}  # lines for column conversion, by display path
         self._converter = get_converter()
@@ -65,15 +65,22 @@ class CkptlintServer(LanguageServer):
         root = self.workspace.root_path
         return Path(root) if root else Path.cwd()
 
-    def accept(self, uri: str, version: int | None, outcome: LintOutcome) -> None:
-        """Publish a lint's findings, unless the document was closed or edited since."""
+    def accept(self, uri: str, version: int | None, outcome: LintOutcome, publish: bool = True) -> None:
+        """Publish a lint's findings, unless the document was closed or edited since. Without
+        `publish`: keep findings with fixes for code actions, in place of file-local ones
+        published without them."""
         document = self.workspace.text_documents.get(uri)
         if document is None or document.version != version:
+            return
+        if not publish:
+            current = self.outcomes.get(uri)
+            if current is None or not current.with_fixes:
+                self.outcomes[uri] = outcome
             return
         for message in outcome.messages:
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"ckptlint: {message}"))
         self._sources.update(outcome.sources)
-        self.findings[uri] = outcome.findings
+        self.outcomes[uri] = outcome
         diagnostics = [self._diagnostic(finding) for finding in outcome.findings]
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
 
@@ -153,7 +160,7 @@ def did_save(ls: CkptlintServer, params: types.DidSaveTextDocumentParams) -> Non
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: CkptlintServer, params: types.DidCloseTextDocumentParams) -> None:
-    ls.findings.pop(params.text_document.uri, None)
+    ls.outcomes.pop(params.text_document.uri, None)
     ls.scheduler.forget(params.text_document.uri)
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
 
@@ -171,10 +178,10 @@ def did_change_watched_files(ls: CkptlintServer, params: types.DidChangeWatchedF
 )
 async def code_action(ls: CkptlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     uri = params.text_document.uri
-    findings = ls.findings.get(uri)
-    if findings is None:  # not linted yet: the file-local findings
-        outcome = await ls.scheduler.file_local(uri, publish=False)
-        findings = [] if outcome is None else outcome.findings
+    outcome = ls.outcomes.get(uri)
+    if outcome is None or not outcome.with_fixes:  # not linted yet, or file-local so far: with fixes now
+        outcome = await ls.scheduler.file_local(uri, publish=False, fixes=True)
+    findings = [] if outcome is None else outcome.findings
     wanted = params.context.only
     actions: list[types.CodeAction] = []
     if not wanted or any(kind.startswith(types.CodeActionKind.QuickFix) for kind in wanted):
