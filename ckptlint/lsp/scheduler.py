@@ -51,8 +51,8 @@ class Scheduler:
         self._fixes_loaded = False
 
     def start(self) -> None:
-        """Load the analysis before the first document arrives. The child process starts
-        with the first project lint, so that it does not compete with the first file-local one."""
+        """Load the analysis before the first document arrives. The child process starts with
+        the first project lint, after the first file-local one, so as not to compete with it."""
         self._local.submit(warm_up)
 
     def stop(self) -> None:
@@ -72,8 +72,9 @@ class Scheduler:
         """Lint `uri` after `delay` seconds (a newer call for it replaces this one): file-local
         first unless `local` is false, then project-wide."""
         pending = self._pending.pop(uri, None)
-        if pending is not None:
+        if pending is not None:  # replaced: keep the file-local pass it may have been waiting to run
             pending.cancel()
+            local = True
 
         async def run() -> None:
             if delay:

@@ -48,7 +48,7 @@ class CkptlintServer(LanguageServer):
         super().__init__(
             "ckptlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental, protocol_cls=CkptlintProtocol
         )
-        self.outcomes: dict[str, LintOutcome] = {}  # the last published lint, per document URI
+        self.outcomes: dict[str, LintOutcome] = {}  # the last lint published (or its findings with fixes), by URI
         self.scheduler = Scheduler(self)
         self._sources: dict[str, SourceFile] = {}  # lines for column conversion, by display path
         self._converter = get_converter()
