@@ -145,7 +145,9 @@ def run_language_server(setup: Setup) -> set[str]:
                     text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=MODEL)
                 )
             )
-            await asyncio.wait_for(client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 120)
+            # the project-wide diagnostics (they write the cache): published before the scan's progress ends
+            while not any(isinstance(value, types.WorkDoneProgressEnd) for values in client.progress_reports.values() for value in values):
+                await asyncio.wait_for(client.wait_for_notification(types.PROGRESS), 120)
             codes = {str(diagnostic.code) for diagnostic in client.diagnostics[uri]}
             await client.shutdown_session()
             return codes

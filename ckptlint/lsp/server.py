@@ -1,37 +1,42 @@
 """`ckptlint lsp`: a language server (pygls) with diagnostics and fixes in the editor.
 
 Diagnostics are computed from the editor's unsaved buffers (every open document is an
-overlay, so a region in another open file is analysed as typed), with project-wide
-region resolution from the workspace, on open, on change (debounced) and on save.
-Positions use the negotiated encoding (UTF-16 unless the client offers another).
-Code actions: each finding's fixes (the safe one preferred), "ignore with # noqa", and a
-`source.fixAll.ckptlint` action. Hovering a rule code in a comment shows the rule's page. The configuration is read on every lint, so a changed
-pyproject.toml takes effect without a restart.
+overlay, so a region in another open file is analysed as typed), on open, on change
+(debounced) and on save, in two passes (scheduler.py): file-local at once, then refined
+with project-wide region resolution from a background worker, with work-done progress,
+while the server keeps answering. Positions use the negotiated encoding (UTF-16 unless the
+client offers another). Code actions: each finding's fixes (the safe one preferred),
+"ignore with # noqa", and a `source.fixAll.ckptlint` action. Hovering a rule code in a
+comment shows the rule's page. The configuration is read on every lint, so a changed
+pyproject.toml takes effect without a restart. Malformed requests get JSON-RPC errors
+(protocol.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
-from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 from lsprotocol.converters import get_converter
 from pygls.lsp.server import LanguageServer
 
 from ckptlint import __version__
-from ckptlint.config import Config, ConfigError
-from ckptlint.reporters.diagnostics import diagnostic
 from ckptlint.finding import SAFE, Edit, Finding, Fix
 from ckptlint.fixes import chosen_fixes
-from ckptlint.frontend import linter_for, project_root_for, resolve_config
+from ckptlint.lsp.analysis import LintOutcome
+from ckptlint.lsp.protocol import CkptlintProtocol
+from ckptlint.lsp.scheduler import Scheduler
 from ckptlint.noqa import noqa_edits
 from ckptlint.positions import convert_column, to_code_points
-from ckptlint.project import display_path
+from ckptlint.reporters.diagnostics import diagnostic
 from ckptlint.source import SourceFile
+
+if TYPE_CHECKING:
+    from pygls.server import ServerErrors
 
 DEBOUNCE_SECONDS = 0.3
 FIX_ALL = types.CodeActionKind.SourceFixAll + ".ckptlint"
@@ -40,9 +45,11 @@ logger = logging.getLogger(__name__)
 
 class CkptlintServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("ckptlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
-        self.findings: dict[str, list[Finding]] = {}  # last findings per document URI
-        self._pending: dict[str, asyncio.Task[None]] = {}
+        super().__init__(
+            "ckptlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental, protocol_cls=CkptlintProtocol
+        )
+        self.outcomes: dict[str, LintOutcome] = {}  # the last lint published (or its findings with fixes), by URI
+        self.scheduler = Scheduler(self)
         self._sources: dict[str, SourceFile] = {}  # lines for column conversion, by display path
         self._converter = get_converter()
 
@@ -58,46 +65,33 @@ class CkptlintServer(LanguageServer):
         root = self.workspace.root_path
         return Path(root) if root else Path.cwd()
 
-    def lint(self, uri: str) -> list[Finding]:
-        """Findings for one open document, from the unsaved text of every open document."""
-        document = self.workspace.get_text_document(uri)
-        path = Path(document.path)
-        overlays = {
-            Path(doc.path): doc.source for doc in self.workspace.text_documents.values() if doc.path.endswith((".py", ".pyi"))
-        }
-        try:
-            config = resolve_config(None, [path])
-        except ConfigError as exc:
-            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"ckptlint: {exc}"))
-            config = Config(root=self.root)
-        root = project_root_for(config, [path])
-        # one process: a pool would be started per lint; the cache makes most lints small. The
-        # cache is where the CLI keeps it (frontend.py); the workspace only names the paths.
-        try:
-            linter = linter_for(config, root, overlays=overlays, base=self.root, jobs=1, want_fixes=True)
-        except ConfigError as exc:  # an interpreter that cannot be asked: say so, lint without libraries
-            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"ckptlint: {exc}"))
-            config = replace(config, libraries=False)
-            linter = linter_for(config, root, overlays=overlays, base=self.root, jobs=1, want_fixes=True)
-        result = linter.lint_files([path], project_root=root or self.root)
-        own = display_path(path, self.root)
-        self._sources.update(result.sources)
-        findings = [finding for finding in result.findings if finding.path == own]
-        self.findings[uri] = findings
-        return findings
-
-    def publish(self, uri: str) -> None:
-        try:
-            findings = self.lint(uri)
-        except Exception:  # noqa: BLE001 - a bug must not take the editor's server down
-            logger.exception("ckptlint failed on %s", uri)
-            self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=f"ckptlint: internal error on {uri}"))
+    def accept(self, uri: str, version: int | None, outcome: LintOutcome, publish: bool = True) -> None:
+        """Publish a lint's findings, unless the document was closed or edited since. Without
+        `publish`: keep findings with fixes for code actions, in place of file-local ones
+        published without them."""
+        document = self.workspace.text_documents.get(uri)
+        if document is None or document.version != version:
             return
-        document = self.workspace.get_text_document(uri)
-        diagnostics = [self._diagnostic(finding) for finding in findings]
-        self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=document.version)
-        )
+        if not publish:
+            current = self.outcomes.get(uri)
+            if current is None or not current.with_fixes:
+                self.outcomes[uri] = outcome
+            return
+        for message in outcome.messages:
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"ckptlint: {message}"))
+        self._sources.update(outcome.sources)
+        self.outcomes[uri] = outcome
+        diagnostics = [self._diagnostic(finding) for finding in outcome.findings]
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
+
+    def report_server_error(self, error: Exception, source: ServerErrors) -> None:
+        if isinstance(self.protocol, CkptlintProtocol):
+            self.protocol.reply_parse_error(error)
+        super().report_server_error(error, source)
+
+    def shutdown(self) -> None:
+        self.scheduler.stop()  # the process running a project lint, too
+        super().shutdown()  # type: ignore[no-untyped-call]  # pygls leaves it unannotated
 
     def _line(self, path: str, line: int) -> str:
         source = self._sources.get(path)
@@ -113,18 +107,6 @@ class CkptlintServer(LanguageServer):
     def _diagnostic(self, finding: Finding) -> types.Diagnostic:
         data = diagnostic(finding, self._line, self.encoding, uri_for=lambda path: (self.root / path).as_uri())
         return self._converter.structure(data, types.Diagnostic)
-
-    def schedule(self, uri: str, delay: float) -> None:
-        pending = self._pending.pop(uri, None)
-        if pending is not None:
-            pending.cancel()
-
-        async def later() -> None:
-            await asyncio.sleep(delay)
-            self._pending.pop(uri, None)
-            self.publish(uri)
-
-        self._pending[uri] = asyncio.get_event_loop().create_task(later())
 
     # -- edits ----------------------------------------------------------------
 
@@ -149,45 +131,57 @@ class CkptlintServer(LanguageServer):
 server = CkptlintServer()
 
 
+@server.feature(types.INITIALIZED)
+def on_initialized(ls: CkptlintServer, params: types.InitializedParams) -> None:
+    ls.scheduler.start()
+
+
+@server.feature(types.SHUTDOWN)
+def on_shutdown(ls: CkptlintServer, params: None) -> None:
+    ls.scheduler.stop()
+
+
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: CkptlintServer, params: types.DidOpenTextDocumentParams) -> None:
-    ls.publish(params.text_document.uri)
+    ls.scheduler.lint(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: CkptlintServer, params: types.DidChangeTextDocumentParams) -> None:
-    ls.schedule(params.text_document.uri, DEBOUNCE_SECONDS)
+    ls.scheduler.lint(params.text_document.uri, DEBOUNCE_SECONDS)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: CkptlintServer, params: types.DidSaveTextDocumentParams) -> None:
     for uri in list(ls.workspace.text_documents):  # a saved file can change another's regions
         if uri.endswith((".py", ".pyi")):
-            ls.publish(uri)
+            ls.scheduler.lint(uri, local=False)  # the file-local findings cannot have changed
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: CkptlintServer, params: types.DidCloseTextDocumentParams) -> None:
-    ls.findings.pop(params.text_document.uri, None)
+    ls.outcomes.pop(params.text_document.uri, None)
+    ls.scheduler.forget(params.text_document.uri)
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 def did_change_watched_files(ls: CkptlintServer, params: types.DidChangeWatchedFilesParams) -> None:
-    for uri in list(ls.workspace.text_documents):
+    for uri in list(ls.workspace.text_documents):  # the configuration may have changed: both passes
         if uri.endswith((".py", ".pyi")):
-            ls.publish(uri)
+            ls.scheduler.lint(uri)
 
 
 @server.feature(
     types.TEXT_DOCUMENT_CODE_ACTION,
     types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=False),
 )
-def code_action(ls: CkptlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+async def code_action(ls: CkptlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     uri = params.text_document.uri
-    findings = ls.findings.get(uri)
-    if findings is None:
-        findings = ls.lint(uri)
+    outcome = ls.outcomes.get(uri)
+    if outcome is None or not outcome.with_fixes:  # not linted yet, or file-local so far: with fixes now
+        outcome = await ls.scheduler.file_local(uri, publish=False, fixes=True)
+    findings = [] if outcome is None else outcome.findings
     wanted = params.context.only
     actions: list[types.CodeAction] = []
     if not wanted or any(kind.startswith(types.CodeActionKind.QuickFix) for kind in wanted):
@@ -257,8 +251,8 @@ def hover(ls: CkptlintServer, params: types.HoverParams) -> types.Hover | None:
     """The rule's page when hovering a code in a comment (`# noqa: CKP201`), as ruff does."""
     from ckptlint.rules import RULES_BY_CODE
 
-    document = ls.workspace.get_text_document(params.text_document.uri)
-    if params.position.line >= len(document.lines):
+    document = ls.workspace.text_documents.get(params.text_document.uri)
+    if document is None or params.position.line >= len(document.lines):  # only open documents
         return None
     text = document.lines[params.position.line].rstrip("\r\n")
     column = to_code_points(text, params.position.character, ls.encoding) - 1
