@@ -312,7 +312,10 @@ async def test_file_local_first_then_refined_while_the_server_keeps_answering(pr
         assert begin.message == str(project)
         assert isinstance(report, types.WorkDoneProgressReport) and report.message == "2 files, for blocks.py"
         [log] = [m.message for m in client.log_messages if "project root" in m.message]
-        assert log == f"ckptlint: project root {project} (2 files) for blocks.py"
+        assert log == (
+            f"ckptlint: project root {project} (2 files; the nearest directory with pyproject.toml at or above the named paths)"
+            " for blocks.py"
+        )
         hover = await asyncio.wait_for(
             client.text_document_hover_async(
                 types.HoverParams(text_document=types.TextDocumentIdentifier(uri=_uri(blocks)), position=types.Position(line=5, character=10))

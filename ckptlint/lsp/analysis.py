@@ -26,7 +26,7 @@ from ckptlint.config import Config, ConfigError
 from ckptlint.engine.discovery import ExcludeMatcher, discover
 from ckptlint.engine.linter import Linter
 from ckptlint.finding import Finding
-from ckptlint.frontend import linter_for, project_root_for, resolve_config
+from ckptlint.frontend import choose_project_root, linter_for, project_root_for, resolve_config
 from ckptlint.project import display_path
 from ckptlint.source import SourceFile
 
@@ -39,6 +39,7 @@ class Scope:
 
     root: Path
     files: tuple[Path, ...]
+    reason: str = ""  # why this root (frontend.choose_project_root), for the log
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,10 @@ def project_scope(path: Path, base: Path) -> Scope:
     """The project a lint of `path` scans: `project_root_for` (as the command line decides),
     else the workspace root, and the files discovered under it."""
     config = _config(path, [], base)
-    root = project_root_for(config, [path]) or base
+    chosen = choose_project_root(config, [path])
+    root, reason = (chosen.path, chosen.reason) if chosen.path is not None else (base, "the workspace folder: no project marker above the file")
     files = discover([root], ExcludeMatcher(config.all_excludes, config.root)).files
-    return Scope(root, tuple(files))
+    return Scope(root, tuple(files), reason)
 
 
 def lint_document(request: LintRequest) -> LintOutcome:

@@ -136,7 +136,7 @@ class Scheduler:
     async def _scan(self, uri: str) -> None:
         request, version = self._request(uri)
         scope = await asyncio.to_thread(project_scope, request.path, request.base)
-        message = f"project root {scope.root} ({len(scope.files)} files) for {request.path.name}"
+        message = f"project root {scope.root} ({len(scope.files)} files; {scope.reason}) for {request.path.name}"
         logger.info("ckptlint: %s", message)
         self.server.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"ckptlint: {message}"))
         token = await self._progress_begin(scope, request.path)
