@@ -59,3 +59,10 @@ def repo() -> Path:
     return REPO
 
 pytest_plugins = ["pytester"]
+
+
+def pre_commit_env(home: Path) -> dict[str, str]:
+    """The environment for running pre-commit and git in a throwaway repository: its own
+    PRE_COMMIT_HOME (hook environments are built there) and a committer identity."""
+    identity = {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER") for what, value in (("NAME", "t"), ("EMAIL", "t@example.com"))}
+    return {**os.environ, "PRE_COMMIT_HOME": str(home), **identity}

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, pre_commit_env
 
 HAZARD = "from torch.utils.checkpoint import checkpoint\n\n\ndef forward(block, x):\n    return checkpoint(block, x)\n"
 FIXED = HAZARD.replace("checkpoint(block, x)", "checkpoint(block, x, use_reentrant=False)")
@@ -24,14 +23,7 @@ def test_hook_fails_on_a_finding_and_passes_once_fixed(tmp_path: Path) -> None:
     (user_repo / "model.py").write_text(HAZARD)
     (user_repo / "notes.txt").write_text("checkpoint(block, x)\n")  # not Python: the hook must not see it
     _git(user_repo, "add", "model.py", "notes.txt")
-    env = {
-        **os.environ,
-        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
+    env = pre_commit_env(tmp_path / "pre-commit-home")
     command = [sys.executable, "-m", "pre_commit", "try-repo", str(REPO), "ckptlint", "--all-files", "--color", "never"]
 
     failed = subprocess.run(command, cwd=user_repo, env=env, capture_output=True, text=True, timeout=900)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, pre_commit_env
 
 README = REPO / "README.md"
 
@@ -124,14 +124,7 @@ def test_pre_commit_snippet_with_a_commit_sha(clone: Path, tmp_path: Path) -> No
     assert replaced == revised == 1, snippet.group(1)
     user = tmp_path / "user"
     user.mkdir()
-    env = {
-        **os.environ,
-        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
+    env = pre_commit_env(tmp_path / "pre-commit-home")
     subprocess.run(["git", "init", "-q"], cwd=user, check=True)
     (user / ".pre-commit-config.yaml").write_text(config)
     (user / "model.py").write_text("from torch.utils.checkpoint import checkpoint\n\n\ndef forward(block, x):\n    return checkpoint(block, x)\n")
