@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.classes import ClassIndex
+from ckptlint.regions.grad_flow import GradFlow
 from ckptlint.regions.interpreter import Summaries
 from ckptlint.regions.summary import RUNNING_STATS, Effect, with_note
 from ckptlint.regions.inference import TypeInference
@@ -25,6 +26,7 @@ class RegionEffects:
         self.mutability = Mutability(classes)
         self.effects = Summaries(project, classes, self.inference, self.mutability)
         self.resolver = RegionResolver(classes, self.inference)
+        self.grad_flow = GradFlow(classes)  # CKP301/CKP302: what reaches a reentrant region
         self._by_call: dict[int, list[Effect]] = {}
 
     def region_effects(self, call: CheckpointCall) -> list[Effect]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.finding import Fix, Site
+from ckptlint.regions.grad_flow import NoGradInput, UntrackedTensor, reentrant_because, takes_use_reentrant
 from ckptlint.regions.summary import Effect
 from ckptlint.symbols import ModuleSymbols
 
@@ -28,6 +29,25 @@ class RuleContext:
 
     def region_effects(self, call: CheckpointCall) -> list[Effect]:
         return self.regions.region_effects(call)
+
+    def no_grad_inputs(self, call: CheckpointCall) -> list[NoGradInput]:
+        """CKP301: the positional inputs of a reentrant call, when none of them can require grad."""
+        return self.regions.grad_flow.no_grad_inputs(call)
+
+    def untracked_tensors(self, call: CheckpointCall) -> list[UntrackedTensor]:
+        """CKP302: tensors reaching a reentrant region other than as positional inputs."""
+        return self.regions.grad_flow.untracked_tensors(call)
+
+    def reentrant_because(self, call: CheckpointCall) -> str:
+        """What made the call reentrant, for messages."""
+        return reentrant_because(call)
+
+    def non_reentrant_fix(self, call: CheckpointCall) -> tuple[Fix, ...]:
+        """`use_reentrant=False` at the call (unsafe: it changes how gradients flow), when the
+        call's API selects its implementation with that argument."""
+        if not takes_use_reentrant(call):
+            return ()
+        return tuple(fix for fix in self.fixes_for(call) if "use_reentrant=False" in fix.description)
 
     def fixes_for(self, call: CheckpointCall) -> tuple[Fix, ...]:
         """CKP101's fixes for the call (computed with libcst, only for calls that need them)."""

@@ -1,0 +1,731 @@
+"""Gradient flow into reentrant checkpoint regions (CKP301, CKP302), from the calling function.
+
+Reentrant checkpoint (`CheckpointFunction`) is an autograd function of its *positional tensor
+inputs* only: when none of them requires grad its output is detached (parameters inside get
+no gradient), and a tensor that reaches the region any other way (keyword, closure, `partial`
+argument, global) is not one of its inputs. This module answers, for argument expressions in
+the calling function's scope, two small questions with a reason attached:
+
+- `no_grad`: the value *cannot* require grad (`.detach()`, computed under `torch.no_grad()`,
+  created by `torch.zeros` without `requires_grad`, an integer tensor, token ids from a
+  tokenizer, the output of an embedding frozen in the same class, a registered buffer);
+- `needs_grad`: the value *can* require grad (the output of a trainable torch layer,
+  `nn.Parameter`, `requires_grad=True`), and whether it is a leaf.
+
+Anything else is unknown and never reported: precision first. The rules word the reasons.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Iterator
+
+from ckptlint.calls import CheckpointCall
+from ckptlint.catalogue import CALLABLE, FROM_ARGUMENT, LIBRARY_DEFAULT, NONE, OMITTED, TRUE
+from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.symbols import ANNOTATION, ASSIGN, DEF, FUNCTION, LAMBDA, MODULE, PARAM, UNPACK, Binding, ModuleSymbols, Scope
+
+# why a value cannot require grad (CKP301's wording keys)
+DETACHED = "detached"
+NO_GRAD_BLOCK = "no-grad-block"
+CREATED = "created"
+INTEGER = "integer"
+TOKENS = "tokens"
+FROZEN_EMBEDDING = "frozen-embedding"
+BUFFER = "buffer"
+# why a value can require grad (CKP302's wording keys)
+TRAINABLE_OUTPUT = "trainable-output"
+PARAMETER = "parameter"
+REQUIRES_GRAD = "requires-grad"
+# how a tensor reaches a region other than as a positional input
+KEYWORD = "keyword"
+PARTIAL = "partial"
+CLOSURE = "closure"
+GLOBAL = "global"
+# what goes wrong (CKP302)
+RAISES = "raises"  # torch's reentrant checkpoint rejects keyword arguments
+DROPPED = "dropped"  # no positional input requires grad: the output is detached
+GRAPH_REUSED = "graph-reused"  # the region's inner backward frees a graph used again
+
+_CREATION = frozenset(
+    {"tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "rand", "randn", "eye",
+     "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "from_numpy",
+     "Tensor", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor"}
+)  # fmt: skip
+_INTEGER_CREATION = frozenset({"randint", "randint_like", "randperm", "LongTensor", "IntTensor", "BoolTensor"})
+_INTEGER_METHODS = frozenset({"long", "int", "short", "byte", "bool", "char", "argmax", "argmin", "argsort"})
+_INTEGER_DTYPES = frozenset({"long", "int64", "int32", "int", "int16", "int8", "uint8", "bool", "short"})
+# methods whose result requires grad exactly when the receiver does
+_PASS_THROUGH = frozenset(
+    {"view", "reshape", "transpose", "permute", "contiguous", "unsqueeze", "squeeze", "flatten", "float",
+     "half", "double", "bfloat16", "to", "cuda", "cpu", "clone", "expand", "expand_as", "repeat", "t",
+     "view_as", "reshape_as", "narrow", "select", "chunk", "split", "sum", "mean", "relu", "sigmoid", "tanh",
+     "softmax", "exp", "log", "abs", "neg", "masked_fill", "type_as"}
+)  # fmt: skip
+_PASS_THROUGH_ATTRIBUTES = frozenset({"T", "mT", "data_ptr"})
+# torch.nn layers that hold trainable parameters (their output requires grad in grad mode)
+_TRAINABLE_LAYERS = frozenset(
+    {"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+     "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm", "RMSNorm", "MultiheadAttention", "LSTM", "GRU", "RNN",
+     "PReLU", "LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d"}
+)  # fmt: skip
+_GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+_TOKENIZER_SUFFIXES = ("Tokenizer", "TokenizerFast")
+# keywords torch's checkpoint consumes itself; any other raises in reentrant mode
+_CHECKPOINT_OWN = frozenset({"use_reentrant", "context_fn", "determinism_check", "debug", "early_stop", "preserve_rng_state", "function"})
+_REJECTS_KEYWORDS = frozenset({"torch.utils.checkpoint.checkpoint", "._gradient_checkpointing_func"})
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a value cannot (or can) require grad: a wording key and what the message quotes."""
+
+    kind: str
+    detail: str = ""  # `self.embed`, `torch.zeros`, `.detach()`
+    line: int = 0  # where the decisive code is
+    leaf: bool = False  # for needs_grad: a leaf tensor (a parameter, `requires_grad=True`)
+
+
+@dataclass(frozen=True)
+class NoGradInput:
+    """A positional input of the region and why it cannot require grad."""
+
+    text: str
+    reason: Reason
+
+
+@dataclass(frozen=True)
+class UntrackedTensor:
+    """A tensor that reaches a reentrant region other than as a positional input."""
+
+    route: str  # KEYWORD, PARTIAL, CLOSURE, GLOBAL
+    name: str  # the keyword, the name, or the expression text
+    consequence: str  # RAISES, DROPPED, GRAPH_REUSED
+    reason: Reason | None = None  # why it can require grad (None for RAISES)
+
+
+def reentrant(call: CheckpointCall) -> bool | None:
+    """Whether the call replays with the reentrant implementation (None: unknown).
+
+    The one place CKP301/CKP302 ask it: version awareness (issue 13, `versions13`) swaps it."""
+    return call.reentrant
+
+
+def reentrant_because(call: CheckpointCall) -> str:
+    """What decided the mode, for messages."""
+    flag = call.use_reentrant
+    if call.api.mode == FROM_ARGUMENT and flag in (OMITTED, NONE):
+        return "use_reentrant not passed: torch 2.x falls back to reentrant"
+    if flag == TRUE:
+        return "use_reentrant=True"
+    return f"{call.api.name.lstrip('.')} is reentrant"
+
+
+def takes_use_reentrant(call: CheckpointCall) -> bool:
+    """Whether passing `use_reentrant=False` at the call selects the non-reentrant implementation."""
+    return call.api.mode in (FROM_ARGUMENT, LIBRARY_DEFAULT) and call.api.region_kind == CALLABLE
+
+
+class GradFlow:
+    def __init__(self, classes: ClassIndex):
+        self.classes = classes
+
+    # -- CKP301 ---------------------------------------------------------------
+
+    def no_grad_inputs(self, call: CheckpointCall) -> list[NoGradInput]:
+        """The positional tensor inputs, each with why it cannot require grad, when *all* are known
+        not to (and at least one is a tensor); otherwise empty."""
+        inputs = self._positional_inputs(call)
+        if not inputs or reentrant(call) is not True or not self._may_hold_parameters(call):
+            return []
+        found: list[NoGradInput] = []
+        for argument in inputs:
+            if isinstance(argument, ast.Constant):
+                continue  # not a tensor
+            reason = Evaluator(self, call.module, call.scope, call.line).no_grad(argument)
+            if reason is None:
+                return []
+            found.append(NoGradInput(ast.unparse(argument), reason))
+        return found
+
+    def _positional_inputs(self, call: CheckpointCall) -> list[ast.expr]:
+        start = call.api.arguments_from
+        arguments = call.arguments
+        if call.api.region_kind != CALLABLE or start is None or arguments.unknown_from is not None:
+            return []
+        return arguments.positional[start:]
+
+    def _may_hold_parameters(self, call: CheckpointCall) -> bool:
+        """A lambda or local function that calls nothing and reads no attribute has no parameters to starve."""
+        node = self._region_function(call)
+        if node is None:
+            return True
+        return any(isinstance(n, (ast.Call, ast.Attribute)) for n in ast.walk(node))
+
+    # -- CKP302 ---------------------------------------------------------------
+
+    def untracked_tensors(self, call: CheckpointCall) -> list[UntrackedTensor]:
+        if reentrant(call) is not True:
+            return []
+        found: list[UntrackedTensor] = []
+        if call.api.name in _REJECTS_KEYWORDS:
+            for name in sorted(call.arguments.keywords):
+                if name not in _CHECKPOINT_OWN:
+                    found.append(UntrackedTensor(KEYWORD, name, RAISES))
+        if call.api.region_kind != CALLABLE:
+            return found
+        dropped = bool(self._positional_inputs(call)) and self._all_inputs_no_grad(call)
+        for route, name, expr, module, scope, line in self._captured(call):
+            reason = Evaluator(self, module, scope, line).needs_grad(expr)
+            if reason is None:
+                continue
+            if dropped:
+                found.append(UntrackedTensor(route, name, DROPPED, reason))
+            elif not reason.leaf and isinstance(expr, ast.Name) and self._used_again(call, expr.id, scope, module):
+                found.append(UntrackedTensor(route, name, GRAPH_REUSED, reason))
+        return found
+
+    def _all_inputs_no_grad(self, call: CheckpointCall) -> bool:
+        evaluator = Evaluator(self, call.module, call.scope, call.line)
+        inputs = [a for a in self._positional_inputs(call) if not isinstance(a, ast.Constant)]
+        return bool(inputs) and all(evaluator.no_grad(a) is not None for a in inputs)
+
+    def _captured(self, call: CheckpointCall) -> Iterator[tuple[str, str, ast.expr, ModuleSymbols, Scope, int | None]]:
+        """(route, name, expression, module, scope, line) of each tensor-candidate the region
+        captures: `partial` arguments, closure variables, module-level names it reads."""
+        module, scope = call.module, call.scope
+        region = call.region
+        partial = self._partial_call(region, module, scope) if isinstance(region, ast.expr) else None
+        if partial is not None:
+            for argument in partial.args[1:]:
+                if not isinstance(argument, ast.Starred):
+                    yield PARTIAL, ast.unparse(argument), argument, module, scope, call.line
+            for keyword in partial.keywords:
+                if keyword.arg is not None:
+                    yield PARTIAL, keyword.arg, keyword.value, module, scope, call.line
+            return
+        function = self._region_function(call)
+        if function is None:
+            return
+        inner = module.scope_of.get(id(function))
+        if inner is None:
+            return
+        seen: set[str] = set()
+        for node in ast.walk(function):
+            if not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load) or node.id in seen:
+                continue
+            seen.add(node.id)
+            binding = module.binding(module.scope_of.get(id(_enclosing_function(function, node, module)), inner), node.id)
+            if binding is None or binding.kind not in (ASSIGN, UNPACK) or _inside_scope(binding.scope, inner):
+                continue
+            if binding.scope.kind == MODULE:
+                origin = binding.written_from or binding.scope
+                yield GLOBAL, node.id, node, module, origin, None
+            elif binding.scope.kind in (FUNCTION, LAMBDA):
+                line = call.line if binding.scope is scope else None
+                yield CLOSURE, node.id, node, module, binding.scope, line
+
+    def _partial_call(self, region: ast.expr, module: ModuleSymbols, scope: Scope) -> ast.Call | None:
+        if isinstance(region, ast.Name):
+            binding = module.binding(scope, region.id, region.lineno)
+            if binding is None or binding.kind != ASSIGN or not isinstance(binding.value, ast.Call):
+                return None
+            region = binding.value
+        if isinstance(region, ast.Call) and region.args and module.qualified_name(region.func, scope) == "functools.partial":
+            return region
+        return None
+
+    def _region_function(self, call: CheckpointCall) -> ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The region when it is a lambda or a function defined inside the calling function."""
+        region = call.region
+        if isinstance(region, ast.Lambda):
+            return region
+        if isinstance(region, ast.Name):
+            binding = call.module.binding(call.scope, region.id, region.lineno)
+            if binding is not None and binding.kind == DEF and binding.scope.kind in (FUNCTION, LAMBDA):
+                node = binding.node
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    return node
+        return None
+
+    def _used_again(self, call: CheckpointCall, name: str, scope: Scope, module: ModuleSymbols) -> bool:
+        """Whether the graph behind `name` is used by more than this one region: the call runs in a
+        loop, or the name is read in `scope` outside the region and outside the call."""
+        function = scope.node
+        if scope is call.scope and _in_loop(function, call.node):
+            return True
+        region = call.region
+        excluded: list[ast.AST] = [call.node]
+        definition = self._region_function(call)
+        if definition is not None:
+            excluded.append(definition)
+        if isinstance(region, ast.Name):
+            binding = module.binding(call.scope, region.id, region.lineno)
+            if binding is not None and binding.kind == ASSIGN:
+                excluded.append(binding.node)
+        skip = {id(n) for root in excluded for n in ast.walk(root)}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) and id(node) not in skip:
+                return True
+        return False
+
+    # -- class facts ----------------------------------------------------------
+
+    def layer_class(self, info: ClassInfo, attribute: str) -> str | None:
+        """The torch.nn class `self.<attribute>` is built from (`Embedding`), when that is all it is."""
+        names: set[str] = set()
+        for assignment in self.classes.attribute_assignments(info, attribute):
+            value = assignment.value
+            if assignment.augmented or not isinstance(value, ast.Call):
+                return None
+            name = info.module.qualified_name(value.func, assignment.method)
+            if not name or not name.startswith("torch.nn."):
+                return None
+            names.add(name.rpartition(".")[2])
+        return names.pop() if len(names) == 1 else None
+
+    def frozen_line(self, info: ClassInfo, attribute: str) -> int | None:
+        """The line freezing `self.<attribute>`'s parameters in the class, when nothing in it
+        unfreezes them or hooks the module (a hook may make its output require grad)."""
+        frozen: int | None = None
+        for cls in self.classes.mro(info):
+            for method in cls.methods():
+                receiver = method.first_parameter()
+                if receiver is None:
+                    continue
+                for node in ast.walk(method.node):
+                    verdict = _freezing(node, receiver, attribute)
+                    if verdict is False:
+                        return None
+                    if verdict is True and frozen is None:
+                        frozen = node.lineno  # type: ignore[attr-defined]  # statements and calls have positions
+        return frozen
+
+    def buffer_line(self, info: ClassInfo, attribute: str) -> int | None:
+        """The line registering `self.<attribute>` as a buffer (buffers never require grad)."""
+        for cls in self.classes.mro(info):
+            for method in cls.methods():
+                receiver = method.first_parameter()
+                for node in ast.walk(method.node):
+                    if (
+                        isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == "register_buffer"
+                        and isinstance(node.func.value, ast.Name)
+                        and node.func.value.id == receiver
+                        and node.args
+                        and isinstance(node.args[0], ast.Constant)
+                        and node.args[0].value == attribute
+                    ):
+                        if self.classes.attribute_assignments(info, attribute):
+                            return None  # reassigned: maybe no longer the buffer
+                        return node.lineno
+        return None
+
+
+class Evaluator:
+    """Evaluates expressions of one function, as seen at one line (None: anywhere)."""
+
+    def __init__(self, flow: GradFlow, module: ModuleSymbols, scope: Scope, line: int | None, depth: int = 0):
+        self.flow = flow
+        self.module = module
+        self.scope = scope
+        self.line = line
+        self.depth = depth
+        self._statements = _StatementIndex(scope.node) if scope.kind in (FUNCTION, LAMBDA) else None
+
+    # -- cannot require grad --------------------------------------------------
+
+    def no_grad(self, expr: ast.expr, active: frozenset[tuple[str, int]] = frozenset()) -> Reason | None:
+        if self.depth > 6:
+            return None
+        if isinstance(expr, ast.Name):
+            return self._name(expr, active, no_grad=True)
+        if isinstance(expr, ast.Call):
+            return self._call_no_grad(expr, active)
+        if isinstance(expr, ast.Subscript):
+            if self._token_batch(expr.value):
+                return Reason(TOKENS, ast.unparse(expr.value), expr.lineno)
+            return self.no_grad(expr.value, active)
+        if isinstance(expr, ast.Attribute):
+            if self._token_batch(expr.value):
+                return Reason(TOKENS, ast.unparse(expr.value), expr.lineno)
+            if expr.attr in _PASS_THROUGH_ATTRIBUTES:
+                return self.no_grad(expr.value, active)
+            line = self._buffer(expr)
+            return Reason(BUFFER, ast.unparse(expr), line) if line is not None else None
+        if isinstance(expr, ast.BinOp):
+            return self._operands(expr.left, expr.right, active=active)
+        if isinstance(expr, ast.UnaryOp):
+            return self.no_grad(expr.operand, active)
+        if isinstance(expr, ast.Compare):
+            return Reason(INTEGER, "a comparison", expr.lineno)
+        if isinstance(expr, ast.IfExp):
+            body, orelse = self.no_grad(expr.body, active), self.no_grad(expr.orelse, active)
+            return body if body is not None and orelse is not None else None
+        return None
+
+    def _operands(self, *operands: ast.expr, active: frozenset[tuple[str, int]]) -> Reason | None:
+        first: Reason | None = None
+        for operand in operands:
+            if isinstance(operand, ast.Constant):
+                continue
+            reason = self.no_grad(operand, active)
+            if reason is None:
+                return None
+            first = first or reason
+        return first
+
+    def _call_no_grad(self, call: ast.Call, active: frozenset[tuple[str, int]]) -> Reason | None:
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            method = func.attr
+            if method in ("detach", "detach_"):
+                return Reason(DETACHED, f".{method}()", call.lineno)
+            if method in _INTEGER_METHODS:
+                return Reason(INTEGER, f".{method}()", call.lineno)
+            if method in ("to", "type") and any(_integer_dtype(a) for a in (*call.args, *(k.value for k in call.keywords))):
+                return Reason(INTEGER, f".{method}({ast.unparse(call.args[0]) if call.args else '...'})", call.lineno)
+            if method in _PASS_THROUGH and not _sets_requires_grad(call):
+                if self._token_batch(func.value):
+                    return Reason(TOKENS, ast.unparse(func.value), call.lineno)
+                return self.no_grad(func.value, active)
+            if isinstance(func.value, ast.Name) and func.value.id == self.scope_receiver():
+                return self._frozen_embedding(method)
+        name = self.module.qualified_name(func, self.scope)
+        if name is not None and name.startswith("torch."):
+            leaf = name.rpartition(".")[2]
+            if name.count(".") == 1 and (leaf in _CREATION or leaf in _INTEGER_CREATION) and not _sets_requires_grad(call):
+                kind = INTEGER if leaf in _INTEGER_CREATION or any(_integer_dtype(k.value) for k in call.keywords if k.arg == "dtype") else CREATED
+                return Reason(kind, name, call.lineno)
+        return None
+
+    def _frozen_embedding(self, attribute: str) -> Reason | None:
+        info = self.flow.classes.enclosing_class(self.module, self.scope)
+        if info is None or self.flow.layer_class(info, attribute) not in ("Embedding", "EmbeddingBag"):
+            return None
+        line = self.flow.frozen_line(info, attribute)
+        return Reason(FROZEN_EMBEDDING, f"self.{attribute}", line) if line is not None else None
+
+    def scope_receiver(self) -> str | None:
+        current: Scope | None = self.scope
+        while current is not None and current.enclosing_class is None:
+            current = current.parent
+        return current.first_parameter() if current is not None else None
+
+    def _buffer(self, expr: ast.Attribute) -> int | None:
+        """The line registering `self.<attr>` as a buffer, when `expr` is one."""
+        if not (isinstance(expr.value, ast.Name) and expr.value.id == self.scope_receiver()):
+            return None
+        info = self.flow.classes.enclosing_class(self.module, self.scope)
+        if info is None:
+            return None
+        return self.flow.buffer_line(info, expr.attr)
+
+    def _token_batch(self, expr: ast.expr, depth: int = 0) -> bool:
+        """Whether `expr` is what a tokenizer returns (`tokenizer(texts, return_tensors="pt")`)."""
+        if depth > 4:
+            return False
+        if isinstance(expr, ast.Call):
+            if isinstance(expr.func, ast.Attribute) and expr.func.attr == "to":
+                return self._token_batch(expr.func.value, depth + 1)
+            return self._tokenizer(expr.func, depth + 1)
+        if isinstance(expr, ast.Name):
+            bindings = self._reaching(expr.id)
+            return bool(bindings) and all(
+                b.kind == ASSIGN and b.value is not None and self._token_batch(b.value, depth + 1) for b in bindings
+            )
+        return False
+
+    def _tokenizer(self, expr: ast.expr, depth: int) -> bool:
+        """A tokenizer object: `AutoTokenizer.from_pretrained(...)` or a name bound to one."""
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "from_pretrained":
+            name = self.module.qualified_name(expr.func.value, self.scope) or ""
+            return name.startswith("transformers.") and name.endswith(_TOKENIZER_SUFFIXES)
+        if isinstance(expr, ast.Name) and depth <= 4:
+            bindings = self._reaching(expr.id)
+            return bool(bindings) and all(b.kind == ASSIGN and b.value is not None and self._tokenizer(b.value, depth + 1) for b in bindings)
+        return False
+
+    # -- can require grad -----------------------------------------------------
+
+    def needs_grad(self, expr: ast.expr, active: frozenset[tuple[str, int]] = frozenset()) -> Reason | None:
+        if self.depth > 6:
+            return None
+        if isinstance(expr, ast.Name):
+            return self._name(expr, active, no_grad=False)
+        if isinstance(expr, ast.BinOp):
+            return self.needs_grad(expr.left, active) or self.needs_grad(expr.right, active)
+        if isinstance(expr, ast.Subscript) or (isinstance(expr, ast.Attribute) and expr.attr in _PASS_THROUGH_ATTRIBUTES):
+            return self.needs_grad(expr.value, active)
+        if not isinstance(expr, ast.Call):
+            return None
+        func = expr.func
+        name = self.module.qualified_name(func, self.scope) or ""
+        if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+            return Reason(PARAMETER, "nn.Parameter", expr.lineno, leaf=True)
+        if name.startswith("torch.") and name.count(".") == 1 and _sets_requires_grad(expr, value=True):
+            return Reason(REQUIRES_GRAD, name, expr.lineno, leaf=True)
+        if isinstance(func, ast.Attribute):
+            if func.attr in ("detach", "detach_") or func.attr in _INTEGER_METHODS:
+                return None
+            if func.attr == "requires_grad_" and not _false_argument(expr):
+                return Reason(REQUIRES_GRAD, ".requires_grad_()", expr.lineno, leaf=True)
+            if func.attr in _PASS_THROUGH:
+                return self.needs_grad(func.value, active)
+            if isinstance(func.value, ast.Name) and func.value.id == self.scope_receiver():
+                info = self.flow.classes.enclosing_class(self.module, self.scope)
+                layer = self.flow.layer_class(info, func.attr) if info is not None else None
+                if layer in _TRAINABLE_LAYERS and info is not None and self.flow.frozen_line(info, func.attr) is None:
+                    return Reason(TRAINABLE_OUTPUT, f"self.{func.attr}", expr.lineno)
+        return None
+
+    # -- names ----------------------------------------------------------------
+
+    def _name(self, expr: ast.Name, active: frozenset[tuple[str, int]], no_grad: bool) -> Reason | None:
+        """The reason holding for every binding of the name that can reach the use (no_grad), or
+        for one of them (needs_grad)."""
+        bindings = self._reaching(expr.id)
+        if not bindings:
+            return None
+        if no_grad and self._grad_enabled_later(expr.id):
+            return None
+        found: Reason | None = None
+        for binding in bindings:
+            key = (binding.name, binding.line)
+            if key in active:
+                continue  # a loop carrying the value: by induction it keeps the other bindings' property
+            reason = self._binding(binding, active | {key}, no_grad)
+            if no_grad and reason is None:
+                return None
+            if not no_grad and reason is not None:
+                return reason
+            found = found or reason
+        return found
+
+    def _binding(self, binding: Binding, active: frozenset[tuple[str, int]], no_grad: bool) -> Reason | None:
+        if binding.kind not in (ASSIGN, UNPACK) or binding.value is None:
+            return None
+        scope = binding.written_from or binding.scope
+        evaluator = self if scope is self.scope else Evaluator(self.flow, self.module, scope, None, self.depth + 1)
+        in_no_grad = evaluator._statements.grad_off(binding.node) if evaluator._statements is not None else None
+        if no_grad and in_no_grad is not None:
+            return Reason(NO_GRAD_BLOCK, in_no_grad, binding.line)
+        if not no_grad and in_no_grad is not None:
+            return None
+        value = binding.value
+        if binding.kind == UNPACK:
+            if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("chunk", "split", "unbind")):
+                return None  # an element of what a call returns: unknown
+            value = value.func.value
+        return evaluator.no_grad(value, active) if no_grad else evaluator.needs_grad(value, active)
+
+    def _reaching(self, name: str) -> list[Binding]:
+        """The bindings of `name` that can be what the use at `self.line` sees."""
+        bindings = [b for b in self.module.lookup(self.scope, name) if b.kind != ANNOTATION]
+        if not bindings:
+            return []
+        if any(b.kind == PARAM for b in bindings):
+            return []  # a parameter: unknown provenance
+        if self.line is None or self._statements is None or bindings[0].scope is not self.scope:
+            return bindings
+        return self._statements.reaching([b for b in bindings if b.written_from is None], self.line)
+
+    def _grad_enabled_later(self, name: str) -> bool:
+        """`x.requires_grad_()` or `x.requires_grad = True` anywhere in the function: not known."""
+        node = self.scope.node
+        for child in ast.walk(node):
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.func.attr == "requires_grad_":
+                if isinstance(child.func.value, ast.Name) and child.func.value.id == name:
+                    return True
+            if isinstance(child, ast.Assign):
+                for target in child.targets:
+                    if isinstance(target, ast.Attribute) and target.attr == "requires_grad" and isinstance(target.value, ast.Name) and target.value.id == name:
+                        return True
+        return False
+
+
+class _StatementIndex:
+    """Statements of one function with their enclosing blocks, for reaching definitions."""
+
+    def __init__(self, function: ast.AST):
+        self.blocks: dict[int, tuple[tuple[int, str], ...]] = {}  # id(stmt) -> (id(owner), field) chain
+        self.grad: dict[int, str | None] = {}  # id(stmt) -> the grad-disabling context around it
+        self.loops: dict[int, tuple[ast.stmt, ...]] = {}
+        self.statements: list[ast.stmt] = []
+        body = getattr(function, "body", None)
+        if isinstance(body, list):
+            self._visit(body, (), None, ())
+
+    def _visit(self, body: list[ast.stmt], chain: tuple[tuple[int, str], ...], grad: str | None, loops: tuple[ast.stmt, ...]) -> None:
+        for statement in body:
+            self.blocks[id(statement)] = chain
+            self.grad[id(statement)] = grad
+            self.loops[id(statement)] = loops
+            self.statements.append(statement)
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            inner_grad = grad
+            if isinstance(statement, (ast.With, ast.AsyncWith)):
+                for item in statement.items:
+                    text = _grad_context(item.context_expr)
+                    if text is not None:
+                        inner_grad = text if text != "enable" else None
+                self._visit(statement.body, chain, inner_grad, loops)  # a with body always runs
+                continue
+            inner_loops = (*loops, statement) if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) else loops
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(statement, field, None)
+                if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                    self._visit(block, (*chain, (id(statement), field)), grad, inner_loops)
+            for index, handler in enumerate(getattr(statement, "handlers", [])):
+                self._visit(handler.body, (*chain, (id(statement), f"handler{index}")), grad, inner_loops)
+            for index, case in enumerate(getattr(statement, "cases", [])):
+                self._visit(case.body, (*chain, (id(statement), f"case{index}")), grad, inner_loops)
+
+    def statement_of(self, node: ast.AST) -> ast.stmt | None:
+        if isinstance(node, ast.stmt) and id(node) in self.blocks:
+            return node
+        line, column = getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+        best: ast.stmt | None = None
+        for statement in self.statements:
+            if (statement.lineno, statement.col_offset) <= (line, column) <= (statement.end_lineno or statement.lineno, statement.end_col_offset or 0):
+                best = statement  # later statements in the list are nested deeper
+        return best
+
+    def grad_off(self, node: ast.AST) -> str | None:
+        statement = self.statement_of(node)
+        return self.grad.get(id(statement)) if statement is not None else None
+
+    def reaching(self, bindings: list[Binding], line: int) -> list[Binding]:
+        """The last binding before `line` that always runs on the way, and the conditional ones
+        after it; bindings later in a loop around the use come round again."""
+        use = next((s for s in reversed(self.statements) if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+        if use is None:
+            return bindings
+        use_chain = self.blocks.get(id(use), ())
+        use_loops = self.loops.get(id(use), ())
+        before = sorted((b for b in bindings if b.line < line), key=lambda b: b.line)
+        found: list[Binding] = []
+        for binding in reversed(before):
+            found.append(binding)
+            statement = self.statement_of(binding.node)
+            chain = self.blocks.get(id(statement), None) if statement is not None else None
+            if chain is not None and use_chain[: len(chain)] == chain:
+                break  # it always runs before the use: earlier ones are overwritten
+        loop_lines = [(loop.lineno, loop.end_lineno or loop.lineno) for loop in use_loops]
+        for binding in bindings:
+            if binding.line >= line and any(start <= binding.line <= end for start, end in loop_lines):
+                found.append(binding)
+        return found
+
+
+def _grad_context(expr: ast.expr) -> str | None:
+    """`torch.no_grad()` / `torch.inference_mode()` (their text), `torch.enable_grad()` ("enable")."""
+    if not isinstance(expr, ast.Call):
+        return None
+    text = ast.unparse(expr.func)
+    leaf = text.rpartition(".")[2]
+    if leaf in ("no_grad", "inference_mode") and (text.startswith("torch.") or text == leaf):
+        if leaf == "inference_mode" and expr.args and isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False:
+            return None
+        return f"{text}()"
+    if leaf == "set_grad_enabled" and expr.args and isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False:
+        return f"{text}(False)"
+    if leaf in ("enable_grad", "set_grad_enabled"):
+        return "enable"
+    return None
+
+
+def _freezing(node: ast.AST, receiver: str, attribute: str) -> bool | None:
+    """True: `node` freezes `self.<attribute>` (`requires_grad_(False)` on it or its weight,
+    `weight.requires_grad = False`, a loop over its parameters doing so); False: it unfreezes
+    or hooks it; None: unrelated."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        target = node.func.value
+        if node.func.attr == "requires_grad_" and _names_attribute(target, receiver, attribute):
+            return _false_argument(node)
+        if node.func.attr.startswith("register_") and node.func.attr.endswith("hook") and _names_attribute(target, receiver, attribute):
+            return False
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Attribute) and target.attr == "requires_grad" and _names_attribute(target.value, receiver, attribute):
+                return isinstance(node.value, ast.Constant) and node.value.value is False
+    if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Call):
+        iterated = node.iter.func
+        if isinstance(iterated, ast.Attribute) and iterated.attr == "parameters" and _names_attribute(iterated.value, receiver, attribute, exact=True):
+            loop_variable = node.target.id
+            for statement in node.body:
+                if isinstance(statement, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and t.attr == "requires_grad" and isinstance(t.value, ast.Name) and t.value.id == loop_variable
+                    for t in statement.targets
+                ):
+                    return isinstance(statement.value, ast.Constant) and statement.value.value is False
+                if (
+                    isinstance(statement, ast.Expr)
+                    and isinstance(statement.value, ast.Call)
+                    and isinstance(statement.value.func, ast.Attribute)
+                    and statement.value.func.attr == "requires_grad_"
+                    and isinstance(statement.value.func.value, ast.Name)
+                    and statement.value.func.value.id == loop_variable
+                ):
+                    return _false_argument(statement.value)
+    return None
+
+
+def _names_attribute(expr: ast.expr, receiver: str, attribute: str, exact: bool = False) -> bool:
+    """`self.<attribute>` (or, unless exact, `self.<attribute>.weight`)."""
+    if not exact and isinstance(expr, ast.Attribute) and expr.attr == "weight":
+        expr = expr.value
+    return isinstance(expr, ast.Attribute) and expr.attr == attribute and isinstance(expr.value, ast.Name) and expr.value.id == receiver
+
+
+def _false_argument(call: ast.Call) -> bool:
+    """`requires_grad_(False)` (or `requires_grad=False`)."""
+    values = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "requires_grad")]
+    return any(isinstance(v, ast.Constant) and v.value is False for v in values)
+
+
+def _sets_requires_grad(call: ast.Call, value: bool | None = None) -> bool:
+    """Whether the call passes `requires_grad=` (with `value`, when given; any non-False otherwise)."""
+    for keyword in call.keywords:
+        if keyword.arg == "requires_grad":
+            constant = keyword.value.value if isinstance(keyword.value, ast.Constant) else None
+            if value is True:
+                return constant is True
+            return constant is not False
+        if keyword.arg is None:
+            return value is None  # **kwargs may carry it
+    return False
+
+
+def _integer_dtype(expr: ast.expr) -> bool:
+    text = ast.unparse(expr)
+    return text.startswith("torch.") and text.rpartition(".")[2] in _INTEGER_DTYPES
+
+
+def _in_loop(function: ast.AST, node: ast.AST) -> bool:
+    index = _StatementIndex(function)
+    statement = index.statement_of(node)
+    return statement is not None and bool(index.loops.get(id(statement)))
+
+
+def _inside_scope(scope: Scope, ancestor: Scope) -> bool:
+    current: Scope | None = scope
+    while current is not None:
+        if current is ancestor:
+            return True
+        current = current.parent
+    return False
+
+
+def _enclosing_function(function: ast.AST, name: ast.Name, module: ModuleSymbols) -> ast.AST:
+    """The innermost function node inside `function` (itself included) that contains `name`."""
+    best = function
+    for node in ast.walk(function):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and node is not function:
+            if (node.lineno, node.col_offset) <= (name.lineno, name.col_offset) <= (node.end_lineno or 0, node.end_col_offset or 0):
+                if id(node) in module.scope_of:
+                    best = node
+    return best
