@@ -237,10 +237,20 @@ class GradFlow:
         return None
 
     def _region_function(self, call: CheckpointCall) -> ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef | None:
-        """The region when it is a lambda or a function defined inside the calling function."""
+        """The region when it is a lambda, a function defined inside the calling function, or a
+        method of the calling class (`self._run`: only module-level names can be captured)."""
         region = call.region
         if isinstance(region, ast.Lambda):
             return region
+        if isinstance(region, ast.Attribute) and isinstance(region.value, ast.Name):
+            info = self.classes.enclosing_class(call.module, call.scope)
+            receiver = Evaluator(self, call.module, call.scope, None).scope_receiver()
+            found = self.classes.find_method(info, region.attr) if info is not None and region.value.id == receiver else None
+            if found is not None and found[0].module is call.module:
+                node = found[1].node
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    return node
+            return None
         if isinstance(region, ast.Name):
             binding = call.module.binding(call.scope, region.id, region.lineno)
             if binding is not None and binding.kind == DEF and binding.scope.kind in (FUNCTION, LAMBDA):
@@ -394,6 +404,9 @@ class Evaluator:
             if isinstance(func.value, ast.Name) and func.value.id == self.scope_receiver():
                 return self._frozen_embedding(method)
         name = self.module.qualified_name(func, self.scope)
+        if name == "torch.utils.checkpoint.checkpoint" and _literal_reentrant(call):
+            # a reentrant region's output requires grad only if one of its positional inputs does
+            return self._operands(*call.args[1:], active=active) if call.args[1:] and not any(isinstance(a, ast.Starred) for a in call.args) else None
         if name is not None and name.startswith("torch."):
             leaf = name.rpartition(".")[2]
             if name.count(".") == 1 and (leaf in _CREATION or leaf in _INTEGER_CREATION) and not _sets_requires_grad(call):
@@ -698,6 +711,16 @@ def _sets_requires_grad(call: ast.Call, value: bool | None = None) -> bool:
         if keyword.arg is None:
             return value is None  # **kwargs may carry it
     return False
+
+
+def _literal_reentrant(call: ast.Call) -> bool:
+    """`checkpoint(...)` with `use_reentrant=True` (or omitted, which torch 2.x treats as True)."""
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            return False
+        if keyword.arg == "use_reentrant":
+            return isinstance(keyword.value, ast.Constant) and keyword.value.value in (True, None)
+    return True
 
 
 def _integer_dtype(expr: ast.expr) -> bool:

@@ -12,7 +12,7 @@ WHY = {
     "detached": "is detached (`{detail}` at line {line})",
     "no-grad-block": "is computed under `{detail}` (line {line})",
     "created": "is created by `{detail}` without `requires_grad` (line {line})",
-    "integer": "is an integer tensor ({detail}, line {line}); integer tensors never require grad",
+    "integer": "comes from an integer tensor (`{detail}`, line {line}), which cannot require grad",
     "tokens": "holds token ids from the tokenizer (`{detail}`, line {line})",
     "frozen-embedding": "is the output of `{detail}`, an embedding frozen at line {line}",
     "buffer": "is the buffer `{detail}` (registered at line {line}); buffers never require grad",
