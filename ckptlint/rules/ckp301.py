@@ -84,7 +84,7 @@ class NoInputRequiresGrad(Rule):
         behaviour: the region's parameters start receiving gradients, which is the point, but it
         also overrides a mode that may have been written deliberately (`use_reentrant=True`).
     """
-    confirmed_by = frozenset({"parameter-grad"})
+    confirmed_by = frozenset({"parameter-grad-missing:no-grad-input"})  # runtime/gradflow.py CONFIRMS_NO_GRAD_INPUT
 
     def check(self, context: RuleContext) -> Iterator[Finding]:
         for call in context.calls:

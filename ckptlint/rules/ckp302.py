@@ -95,7 +95,7 @@ class TensorOutsidePositionalInputs(Rule):
         `ckptlint --fix --unsafe-fixes` passes `use_reentrant=False` where the call's API takes
         it; unsafe because it changes how the region is replayed.
     """
-    confirmed_by = frozenset({"parameter-grad", "input-grad"})
+    confirmed_by = frozenset({"parameter-grad-missing:non-positional"})  # runtime/gradflow.py CONFIRMS_NON_POSITIONAL
 
     def check(self, context: RuleContext) -> Iterator[Finding]:
         for call in context.calls:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 from typing import Iterator
 
+from ckptlint.runtime.ddp import backward_failed
 from ckptlint.runtime.intercept import Interceptor, InterceptedCall, UnsupportedTorch, probe_guard
 from ckptlint.runtime.probe import probe
 from ckptlint.runtime.report import Record, Report
@@ -65,6 +67,8 @@ class Session:
             record = probe(call)
         record.test = self.current_test
         self.report.add(record)
+        if call.kind == "reentrant":
+            call.backward_failed = functools.partial(backward_failed, record, call.fn)
         if not self.witness or record.verdict == "error":
             return None
         return record.watch(Witness())

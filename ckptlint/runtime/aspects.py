@@ -17,12 +17,14 @@ ASPECT_OF = {
     "output": "values",
     "input-grad": "gradients",
     "parameter-grad": "gradients",
+    "parameter-grad-missing": "gradients",  # the parameters checkpointing leaves without one, and why
     "rng": "rng-stream",
     "buffer": "state",
     "container": "side-effects",
     "attribute": "side-effects",
     "global": "side-effects",
     "closure": "side-effects",
+    "ddp": "error",  # the user's backward under DistributedDataParallel raised (ddp.py)
     # the witness: backward's recompute differs from the forward it replaces. Its own aspect, not
     # "gradients": a saved tensor can differ where the gradient does not (relu's mask)
     "recompute": "recompute",
@@ -52,8 +54,10 @@ def aspects(reasons: Iterable[Mapping[str, Any]]) -> list[str]:
 def summary(verdict: str, reasons: Sequence[Mapping[str, Any]]) -> str:
     """One sentence: what differs (RNG streams named) and what is equal."""
     differing = aspects(reasons)
+    if verdict == "not replayed":
+        return "not replayed: DistributedDataParallel would count the replay's backward as this step's"
     if verdict == "error":
-        errors = [reason for reason in reasons if reason["category"] == "error"]
+        errors = [reason for reason in reasons if aspect_of(reason["category"]) == "error"]
         if errors:
             first = errors[0]
             detail = str(first.get("detail") or "").strip().splitlines()

@@ -34,6 +34,7 @@ _LOCAL = threading.local()
 _GENERATOR_FLAGS = ("preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop")
 _GENERATOR_NAMES = ("_checkpoint_without_reentrant_generator_impl", "_checkpoint_without_reentrant_generator")
 _ORIGINAL = "__ckptlint_original__"  # on each patch: what it replaced, so a nested install finds torch's own
+_BACKWARD_FAILED = "__ckptlint_backward_failed__"  # on a reentrant region we wrapped: told when its backward raises
 
 
 class UnsupportedTorch(RuntimeError):
@@ -132,6 +133,9 @@ class InterceptedCall:
     region: dict[str, Any]
     constructed_at: Site | None = None
     composable_module: torch.nn.Module | None = field(default=None, repr=False)
+    # set by whoever probed the call: told the exception the user's backward raises through a
+    # reentrant region (DDP's "mark a variable ready only once" is only seen there)
+    backward_failed: Callable[[BaseException], None] | None = field(default=None, repr=False)
 
     @property
     def device(self) -> str:
@@ -187,6 +191,8 @@ class Layout:
     apply_raw: Any  # the class attribute that apply came from
     apply_binds_class: bool  # a classmethod (receives cls) or static-like
     use_reentrant_at: dict[str, int | None]  # entry points that take `use_reentrant`: its position, None if keyword-only
+    backward: Callable[..., Any] | None = None  # torch's own CheckpointFunction.backward, where a staticmethod
+    backward_raw: Any = None  # the class attribute it came from
 
 
 def resolve_layout() -> Layout:
@@ -213,7 +219,9 @@ def resolve_layout() -> Layout:
                     f"torch.utils.checkpoint.{generator_name} takes {', '.join(unknown)}, "
                     f"which torch.utils.checkpoint.checkpoint does not"
                 )
-    return Layout(function, generator_name, generator, flags, apply, raw, binds_class, use_reentrant_at)
+    backward_raw = _own(inspect.getattr_static(function, "backward", None))
+    backward = backward_raw.__func__ if isinstance(backward_raw, staticmethod) else None  # else not watched
+    return Layout(function, generator_name, generator, flags, apply, raw, binds_class, use_reentrant_at, backward, backward_raw)
 
 
 def _resolve_generator() -> tuple[str, Callable[..., Any], tuple[str, ...]]:
@@ -298,6 +306,7 @@ class Interceptor:
         self.wrapper_dirs = tuple(os.path.abspath(d) + os.sep for d in wrapper_dirs)
         self.installed = False
         self._patches: list[tuple[Any, str, Any, bool]] = []
+        self._last_call: InterceptedCall | None = None  # the call `_intercepted` built last, for `_reentrant`
 
     # -- installation ---------------------------------------------------------
 
@@ -325,9 +334,13 @@ class Interceptor:
 
         def apply(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
             if not probing() and cls is function and len(args) >= 2:
-                witness = interceptor._reentrant(args)
+                call, witness = interceptor._reentrant(args)
+                region = args[0]
                 if witness is not None:
-                    args = (witness.forward_then_recompute(args[0]), *args[1:])
+                    region = witness.forward_then_recompute(region)
+                if call is not None and call.backward_failed is not None and layout.backward is not None:
+                    region = _observed(region, call.backward_failed)
+                args = (region, *args[1:])
             return original_apply(cls, *args, **kwargs)
 
         def static_apply(*args: Any, **kwargs: Any) -> Any:
@@ -339,6 +352,8 @@ class Interceptor:
             self._patch(function, "apply", classmethod(_marked(apply, layout.apply_raw)))
         else:
             self._patch(function, "apply", staticmethod(_marked(static_apply, layout.apply_raw)))
+        if layout.backward is not None:
+            self._patch(function, "backward", staticmethod(_marked(_observing_backward(layout.backward), layout.backward_raw)))
         for name, position in layout.use_reentrant_at.items():
             original = _own(getattr(torch_checkpoint, name))
             self._patch(torch_checkpoint, name, _marked(_remember_use_reentrant(original, position), original))
@@ -357,6 +372,7 @@ class Interceptor:
         for name, value in list(vars(checkpoint_activation).items()):
             if _own(value) is original:
                 self._patch(checkpoint_activation, name, generator)
+        self._patch_ddp()
         original_init = checkpoint_wrapper.CheckpointWrapper.__init__
 
         @functools.wraps(original_init)
@@ -366,6 +382,21 @@ class Interceptor:
             object.__setattr__(wrapper, "_ckptlint_constructed_at", site)
 
         self._patch(checkpoint_wrapper.CheckpointWrapper, "__init__", __init__)
+
+    def _patch_ddp(self) -> None:
+        """Remember where each DistributedDataParallel is built (where CKP303 reports)."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        from ckptlint.runtime.ddp import CONSTRUCTED
+
+        original_init = DistributedDataParallel.__init__
+
+        @functools.wraps(original_init)
+        def __init__(ddp: Any, *args: Any, **kwargs: Any) -> None:
+            original_init(ddp, *args, **kwargs)
+            CONSTRUCTED[ddp] = user_site(self.wrapper_dirs)
+
+        self._patch(DistributedDataParallel, "__init__", __init__)
 
     def _patch(self, owner: Any, name: str, value: Any) -> None:
         had_own = name in vars(owner)
@@ -400,10 +431,13 @@ class Interceptor:
         composable = _composable_module(fn)
         return self._intercepted("composable" if composable is not None else "non-reentrant", fn, region_args, region_kwargs, flags, composable)
 
-    def _reentrant(self, args: tuple[Any, ...]) -> Witness | None:
+    def _reentrant(self, args: tuple[Any, ...]) -> tuple[InterceptedCall | None, Witness | None]:
         function, preserve, *inputs = args
         flags = {"preserve_rng_state": preserve, "use_reentrant": True}
-        return self._intercepted("reentrant", function, tuple(inputs), {}, flags, None)
+        self._last_call = None
+        witness = self._intercepted("reentrant", function, tuple(inputs), {}, flags, None)
+        call, self._last_call = self._last_call, None
+        return call, witness
 
     def _intercepted(
         self,
@@ -424,6 +458,7 @@ class Interceptor:
         if site is None:
             return None
         call = InterceptedCall(kind, fn, args, kwargs, flags, site, describe_region(fn), _wrapper_site(), composable)
+        self._last_call = call
         return self.on_call(call)
 
 
@@ -442,6 +477,33 @@ def _recording_forward(inner: Generator[Any, Any, Any], witness: Witness) -> Gen
         raise
     recording.__exit__(None, None, None)
     return (yield from inner)
+
+
+def _observed(region: Callable[..., Any], backward_failed: Callable[[BaseException], None]) -> Callable[..., Any]:
+    """The region as torch will call it, carrying whom to tell when its backward raises."""
+
+    def observed_region(*args: Any, **kwargs: Any) -> Any:
+        return region(*args, **kwargs)
+
+    setattr(observed_region, _BACKWARD_FAILED, backward_failed)
+    return observed_region
+
+
+def _observing_backward(original: Callable[..., Any]) -> Callable[..., Any]:
+    """CheckpointFunction.backward, telling the probed call when it raises; the exception
+    itself goes on to the user unchanged."""
+
+    def backward(ctx: Any, *grads: Any) -> Any:
+        try:
+            return original(ctx, *grads)
+        except BaseException as error:
+            observer = getattr(getattr(ctx, "run_function", None), _BACKWARD_FAILED, None)
+            if observer is not None:
+                with probe_guard(), contextlib.suppress(Exception):
+                    observer(error)
+            raise
+
+    return backward
 
 
 def _remember_use_reentrant(original: Callable[..., Any], position: int | None) -> Callable[..., Any]:

@@ -1,7 +1,8 @@
 """Join static findings with what the companion observed, call site by call site.
 
-CKP101/CKP102 match a record by the call site (a wrapper's by where it was built);
-CKP2xx match when the finding lies in code the plain replay ran. A finding is then
+CKP101/CKP102/CKP301/CKP302 match a record by the call site (a wrapper's by where it was
+built); CKP303 by where the DistributedDataParallel holding the region's parameters was
+built; CKP2xx match when the finding lies in code the plain replay ran. A finding is then
 `confirmed` (a matching divergence was observed), `not triggered as driven` (its code ran,
 nothing it predicts diverged) or `not exercised` (no observed call ran its code).
 Divergences that no finding explains are listed as missed by static analysis.
@@ -13,6 +14,7 @@ import os
 from typing import Any, Iterable
 
 from ckptlint.rules import ALL_RULES
+from ckptlint.runtime.gradflow import PARAMETER_GRAD_MISSING
 from ckptlint.runtime.report import Record
 
 CONFIRMED = "confirmed"
@@ -21,6 +23,8 @@ NOT_EXERCISED = "not exercised"
 NEEDS_GPU = "not confirmable without a GPU"
 
 _GRADIENTS = {"output", "input-grad", "parameter-grad"}
+AT_THE_CALL = frozenset({"CKP101", "CKP102", "CKP301", "CKP302"})  # reported at the checkpoint call
+AT_THE_DDP = frozenset({"CKP303"})  # reported at the `DistributedDataParallel(...)` call
 
 
 def _categories(record: Record) -> set[str]:
@@ -33,6 +37,8 @@ def _categories(record: Record) -> set[str]:
         if category == "rng":
             name = reason["name"]
             category = "rng-torch" if name.startswith("torch ") and name.endswith(" generator") else "rng-python"
+        elif category == PARAMETER_GRAD_MISSING:
+            category = f"{category}:{reason.get('cause')}"  # gradflow.CONFIRMS_*: which rule it confirms
         found.add(category)
     return found
 
@@ -79,8 +85,10 @@ def join(records: Iterable[Record], findings: Iterable[dict[str, Any]], base: st
             continue
         path = os.path.normpath(os.path.join(base, finding["path"]))
         line = finding["line"]
-        if code in ("CKP101", "CKP102"):
+        if code in AT_THE_CALL:
             matched = [r for r in records if _same_place(r.site, path, line) or _same_place(r.constructed_at, path, line)]
+        elif code in AT_THE_DDP:
+            matched = [r for r in records if r.ddp is not None and _same_place(r.ddp.get("constructed_at"), path, line)]
         else:
             matched = [r for r in records if _ran(r, path, line)]
         status = NOT_EXERCISED

@@ -7,11 +7,13 @@ from typing import Any
 
 from ckptlint.runtime.aspects import aspects, summary
 from ckptlint.runtime.compare import Reason
+from ckptlint.runtime.ddp import ddp_of, replay_would_change_run
 from ckptlint.runtime.differences import differences
+from ckptlint.runtime.gradflow import missing_grad_reason, missing_parameter_grads, reached_tensors
 from ckptlint.runtime.intercept import InterceptedCall
 from ckptlint.runtime.reach import reachable
 from ckptlint.runtime.replay import run_replay
-from ckptlint.runtime.report import Record
+from ckptlint.runtime.report import NOT_REPLAYED, Record
 from ckptlint.runtime.snapshot import Snapshot
 
 
@@ -35,6 +37,12 @@ def _probe(call: InterceptedCall) -> Record:
     )
     try:
         reach = reachable(call.fn, call.args, call.kwargs)
+        reached = reached_tensors(call.args, call.kwargs, reach)  # before the replays adopt leaves
+        record.inputs = [tensor.to_dict() for tensor in reached]
+        record.ddp = ddp_of(reach)
+        if replay_would_change_run(record.ddp):
+            record.verdict = NOT_REPLAYED
+            return record
         snapshot = Snapshot(reach)
     except Exception:  # noqa: BLE001 - a probe must never break the user's run
         record.verdict = "error"
@@ -53,9 +61,12 @@ def _probe(call: InterceptedCall) -> Record:
         return record
     reasons = differences(plain, checkpointed, snapshot, reach)
     record.reasons = [reason.to_dict() for reason in reasons]
+    missing = missing_parameter_grads(plain, checkpointed)
+    if missing:
+        record.reasons.append(missing_grad_reason(missing, call.kind == "reentrant", reached))
     if checkpointed.error:
         record.verdict = "error"
-    elif reasons:
+    elif record.reasons:
         record.verdict = "diverges"
     return record
 

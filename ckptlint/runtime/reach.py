@@ -12,7 +12,9 @@ a torch closure over the user's layers), so closure cells and defaults are follo
 every function. Closure cells are recorded themselves, not only what they hold: a
 `nonlocal` counter rebinds the cell, and the snapshot must put the old value back.
 Generator objects (NumPy, `random.Random`, `torch.Generator`) are recorded as streams,
-whose state only their own API can read.
+whose state only their own API can read. Each tensor also records how it reaches the region
+(`HOW`): reentrant checkpoint tracks only top-level positional tensors, so a tensor that needs
+grad and arrives any other way loses its gradient (CKP302).
 """
 
 from __future__ import annotations
@@ -34,6 +36,17 @@ _LIBRARY_DIRS = tuple(
 )
 _CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict, collections.defaultdict)
 MAX_OBJECTS = 50_000
+# how a tensor reaches the region: the first hop from the call decides
+POSITIONAL = "positional"  # a top-level positional argument: the only kind reentrant checkpoint tracks
+POSITIONAL_CONTAINER = "positional-container"  # inside a list, tuple or dict passed positionally
+KEYWORD = "keyword"
+CLOSURE = "closure"
+PARTIAL = "partial"  # a `functools.partial` argument
+GLOBAL = "global"  # a module-level name the region's code reads
+DEFAULT = "default"  # a default argument value
+ATTRIBUTE = "attribute"  # on the object whose method or `forward` is the region
+HOW = (POSITIONAL, POSITIONAL_CONTAINER, KEYWORD, CLOSURE, PARTIAL, GLOBAL, DEFAULT, ATTRIBUTE)
+_REGION = "region"  # the callable itself, before any hop
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))  # hooks, _parameters, training, ...
 
 
@@ -50,6 +63,8 @@ class Reachable:
     globals: dict[tuple[int, str], tuple[dict[str, Any], str]] = field(default_factory=dict)  # (id(globals), name)
     cells: dict[int, tuple[str, types.CellType]] = field(default_factory=dict)  # closure cells, by the variable's name
     generators: dict[int, tuple[str, Any]] = field(default_factory=dict)  # RNG objects: NumPy, random.Random, torch
+    how: dict[int, str] = field(default_factory=dict)  # id(tensor) -> how it reaches the region (HOW)
+    module_tensors: set[int] = field(default_factory=set)  # ids of parameters and buffers registered on modules
 
     def parameters(self) -> list[tuple[str, torch.Tensor]]:
         return [(name, t) for name, t in self.tensors.values() if t.is_leaf and t.requires_grad]
@@ -59,13 +74,13 @@ def reachable(fn: Any, args: Iterable[Any], kwargs: dict[str, Any]) -> Reachable
     """Everything the region could read or change that outlives it (inputs' tensors excluded)."""
     found = Reachable()
     walker = _Walker(found)
-    walker.visit(fn, "region")
+    walker.visit(fn, "region", _REGION)
     for index, value in enumerate(args):
         if not isinstance(value, torch.Tensor):
-            walker.visit(value, f"args[{index}]")
+            walker.visit(value, f"args[{index}]", POSITIONAL_CONTAINER)
     for key, value in kwargs.items():
         if not isinstance(value, torch.Tensor):
-            walker.visit(value, f"kwargs[{key!r}]")
+            walker.visit(value, f"kwargs[{key!r}]", KEYWORD)
     walker.run()
     return found
 
@@ -74,53 +89,55 @@ class _Walker:
     def __init__(self, found: Reachable):
         self.found = found
         self.seen: set[int] = set()
-        self.queue: collections.deque[tuple[Any, str]] = collections.deque()
+        self.queue: collections.deque[tuple[Any, str, str]] = collections.deque()
 
-    def visit(self, value: Any, name: str) -> None:
-        self.queue.append((value, name))
+    def visit(self, value: Any, name: str, how: str) -> None:
+        self.queue.append((value, name, how))
 
     def run(self) -> None:
         while self.queue and len(self.seen) < MAX_OBJECTS:
-            value, name = self.queue.popleft()
+            value, name, how = self.queue.popleft()
             if id(value) in self.seen or value is None or isinstance(value, (str, bytes, int, float, bool, complex)):
                 continue
             self.seen.add(id(value))
-            self._expand(value, name)
+            self._expand(value, name, how)
 
-    def _expand(self, value: Any, name: str) -> None:
+    def _expand(self, value: Any, name: str, how: str) -> None:
         found = self.found
         if isinstance(value, torch.Tensor):
             found.tensors.setdefault(id(value), (name, value))
+            found.how.setdefault(id(value), _first_hop(how, ATTRIBUTE))
             return
         if isinstance(value, torch.nn.Module):
-            self._module(value, name)
+            self._module(value, name, how)
             return
         if generator_kind(value) is not None:
             found.generators.setdefault(id(value), (name, value))
             return
         if isinstance(value, functools.partial):
-            self.visit(value.func, name)
+            self.visit(value.func, name, how)
             for index, argument in enumerate(value.args):
-                self.visit(argument, f"{name}.args[{index}]")
+                self.visit(argument, f"{name}.args[{index}]", _first_hop(how, PARTIAL))
             for key, argument in value.keywords.items():
-                self.visit(argument, f"{name}.{key}")
+                self.visit(argument, f"{name}.{key}", _first_hop(how, PARTIAL))
             return
         if isinstance(value, types.MethodType):
-            self.visit(value.__self__, name.rpartition(".")[0] or "self")
-            self.visit(value.__func__, name)
+            self.visit(value.__self__, name.rpartition(".")[0] or "self", how)
+            self.visit(value.__func__, name, how)
             return
         if isinstance(value, types.FunctionType):
-            self._function(value, name)
+            self._function(value, name, how)
             return
+        how = _first_hop(how, ATTRIBUTE)  # anything else the region is, or holds, is its state
         if isinstance(value, _CONTAINERS):
             found.containers.setdefault(id(value), (name, value))
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for key, element in list(items)[:1000]:
-                self.visit(element, f"{name}[{key!r}]")
+                self.visit(element, f"{name}[{key!r}]", how)
             return
         if isinstance(value, tuple):
             for index, element in enumerate(value):
-                self.visit(element, f"{name}[{index}]")
+                self.visit(element, f"{name}[{index}]", how)
             return
         if isinstance(value, (types.ModuleType, type, types.BuiltinFunctionType, torch.dtype, torch.device)):
             return
@@ -130,13 +147,16 @@ class _Walker:
         if isinstance(attributes, dict):
             found.objects.setdefault(id(value), (name, value))
             for key, element in attributes.items():
-                self.visit(element, f"{name}.{key}")
+                self.visit(element, f"{name}.{key}", how)
         call = getattr(type(value), "__call__", None)
         if isinstance(call, types.FunctionType):
-            self.visit(call, f"{name}.__call__")
+            self.visit(call, f"{name}.__call__", how)
 
-    def _module(self, module: torch.nn.Module, name: str) -> None:
+    def _module(self, module: torch.nn.Module, name: str, how: str) -> None:
+        """`how` reaches the module's methods as it reached the module (a global a region
+        module's `forward` reads is reached as a global); what the module holds, as attributes."""
         found = self.found
+        held = _first_hop(how, ATTRIBUTE)
         for sub_name, sub in module.named_modules(prefix=name):
             if id(sub) in found.modules:
                 continue
@@ -144,16 +164,18 @@ class _Walker:
             self.seen.add(id(sub))
             for tensor_name, tensor in [*sub.named_parameters(sub_name, recurse=False), *sub.named_buffers(sub_name, recurse=False)]:
                 found.tensors.setdefault(id(tensor), (tensor_name, tensor))
+                found.how.setdefault(id(tensor), held)
+                found.module_tensors.add(id(tensor))
             found.objects.setdefault(id(sub), (sub_name, sub))
             for key, element in vars(sub).items():
                 if key in _MODULE_INTERNALS:
                     continue
                 if not isinstance(element, (torch.nn.Module, torch.Tensor)):
-                    self.visit(element, f"{sub_name}.{key}")
+                    self.visit(element, f"{sub_name}.{key}", held)
             for function in _methods(type(sub)):
-                self._function(function, f"{type(sub).__name__}.{function.__name__}")
+                self._function(function, f"{type(sub).__name__}.{function.__name__}", how)
 
-    def _function(self, function: types.FunctionType, name: str) -> None:
+    def _function(self, function: types.FunctionType, name: str, how: str) -> None:
         code = function.__code__
         for cell, free in zip(function.__closure__ or (), code.co_freevars):
             if free == "__class__":  # zero-argument super(); the compiler's, never rebound
@@ -161,13 +183,13 @@ class _Walker:
             cell_name = self.found.cells[id(cell)][0] if id(cell) in self.found.cells else self._cell_name(free, function)
             self.found.cells[id(cell)] = (cell_name, cell)
             try:
-                self.visit(cell.cell_contents, cell_name)
+                self.visit(cell.cell_contents, cell_name, _first_hop(how, CLOSURE))
             except ValueError:  # an empty cell
                 continue
         for default in (function.__defaults__ or ()):
-            self.visit(default, f"{name} default")
+            self.visit(default, f"{name} default", _first_hop(how, DEFAULT))
         for key, default in (function.__kwdefaults__ or {}).items():
-            self.visit(default, f"{name} default {key}")
+            self.visit(default, f"{name} default {key}", _first_hop(how, DEFAULT))
         if is_library_file(code.co_filename):
             return
         namespace = function.__globals__
@@ -175,12 +197,17 @@ class _Walker:
             if global_name in namespace:
                 value = namespace[global_name]
                 self.found.globals.setdefault((id(namespace), global_name), (namespace, global_name))
-                self.visit(value, global_name)
+                self.visit(value, global_name, _first_hop(how, GLOBAL))
 
     def _cell_name(self, free: str, function: types.FunctionType) -> str:
         """The variable's name (`counter`), qualified by its function when two cells share it."""
         taken = {name for name, _ in self.found.cells.values()}
         return free if free not in taken else f"{function.__qualname__}.{free}"
+
+
+def _first_hop(how: str, step: str) -> str:
+    """The first hop away from the region's callable names how a tensor reaches it."""
+    return step if how == _REGION else how
 
 
 def _names(code: types.CodeType) -> set[str]:

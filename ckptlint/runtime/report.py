@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from ckptlint.runtime.witness import Witness
 
 
+NOT_REPLAYED = "not replayed"  # the replays would have changed the user's run (ddp.replay_would_change_run)
+FAILING = ("diverges", "error")  # verdicts that mean checkpointing changes the result
+
+
 @dataclass
 class Record:
     site: dict[str, Any]
@@ -20,7 +24,7 @@ class Record:
     api: str
     flags: dict[str, Any]
     device: str
-    verdict: str  # "equivalent", "diverges" or "error"
+    verdict: str  # "equivalent", "diverges", "error" or "not replayed"
     reasons: list[dict[str, Any]] = field(default_factory=list)
     constructed_at: dict[str, Any] | None = None
     test: str | None = None  # the pytest node id that made the call, under the pytest plugin
@@ -28,6 +32,8 @@ class Record:
     aspects: list[str] = field(default_factory=list)  # what differs: values, gradients, rng-stream, state, side-effects, error
     summary: str = ""  # one sentence: what differs and what is equal
     witness: dict[str, Any] | None = None  # the real recompute against its forward (audit(witness=True))
+    inputs: list[dict[str, Any]] = field(default_factory=list)  # tensors reaching the region (gradflow.ReachedTensor)
+    ddp: dict[str, Any] | None = None  # the DistributedDataParallel holding the region's parameters (ddp.py)
 
     def watch(self, witness: Witness) -> Witness:
         """Follow `witness`: its result joins this record; a divergence makes the call diverge."""
@@ -44,6 +50,14 @@ class Record:
         update(witness)
         return witness
 
+    def add_reason(self, reason: dict[str, Any], verdict: str) -> None:
+        """A reason learned after the probe (the user's own backward failed)."""
+        self.reasons.append(reason)
+        if verdict == "error" or self.verdict == "equivalent":
+            self.verdict = verdict
+        self.aspects = aspects(self.reasons)
+        self.summary = summary(self.verdict, self.reasons)
+
     def to_dict(self) -> dict[str, Any]:
         data = {
             "site": self.site,
@@ -55,6 +69,7 @@ class Record:
             "reasons": self.reasons,
             "aspects": self.aspects,
             "summary": self.summary,
+            "inputs": self.inputs,
         }
         if self.constructed_at is not None:
             data["constructed_at"] = self.constructed_at
@@ -62,6 +77,8 @@ class Record:
             data["test"] = self.test
         if self.witness is not None:
             data["witness"] = self.witness
+        if self.ddp is not None:
+            data["ddp"] = self.ddp
         return data
 
     def describe(self) -> str:
@@ -109,7 +126,7 @@ class Report:
     @property
     def verdicts(self) -> dict[str, str]:
         """`path:line` of each observed call site -> its verdict (the worst, if sampled twice)."""
-        rank = {"equivalent": 0, "diverges": 1, "error": 2}
+        rank = {NOT_REPLAYED: 0, "equivalent": 0, "diverges": 1, "error": 2}
         found: dict[str, str] = {}
         for record in self.records:
             key = f"{display_path(record.site['path'])}:{record.site['line']}"
@@ -118,7 +135,7 @@ class Report:
         return found
 
     def diverging(self) -> list[Record]:
-        return [r for r in self.records if r.verdict != "equivalent"]
+        return [r for r in self.records if r.verdict in FAILING]
 
     def assert_equivalent(self) -> None:
         bad = self.diverging()
@@ -140,10 +157,11 @@ class Report:
     def render(self) -> str:
         if not self.records:
             return "ckptlint confirm: no checkpoint call was observed"
-        counts = {verdict: sum(r.verdict == verdict for r in self.records) for verdict in ("equivalent", "diverges", "error")}
+        counts = {verdict: sum(r.verdict == verdict for r in self.records) for verdict in ("equivalent", "diverges", "error", NOT_REPLAYED)}
         lines = [record.describe() for record in self.records]
         lines.append(
             f"{len(self.records)} checkpoint call(s) observed: {counts['equivalent']} equivalent, "
             f"{counts['diverges']} diverging, {counts['error']} error"
+            + (f", {counts[NOT_REPLAYED]} not replayed" if counts[NOT_REPLAYED] else "")
         )
         return "\n".join(lines)
