@@ -224,3 +224,31 @@ def test_report_unused_noqa(project: Path) -> None:
     (project / "pyproject.toml").write_text("[tool.ckptlint]\nreport-unused-noqa = true\n")
     assert run_cli("model.py", cwd=project).returncode == 1
     assert run_cli("--ignore", "CKP001", "model.py", cwd=project).returncode == 0
+
+
+FROZEN_BASE = '''import torch
+from torch.utils.checkpoint import checkpoint
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(100, 16)
+        self.embed.requires_grad_(False)
+        self.block = torch.nn.Linear(16, 16)
+
+    def forward(self, ids):
+        return checkpoint(self.block, self.embed(ids))
+'''
+
+
+def test_no_safe_fix_keeps_reentrant_mode_where_gradients_already_fail(tmp_path: Path) -> None:
+    """CKP101's safe fix (`use_reentrant=True`) keeps today's behaviour; where CKP301 says that
+    behaviour loses the region's gradients, only the unsafe `use_reentrant=False` is offered."""
+    (tmp_path / "model.py").write_text(FROZEN_BASE)
+    safe = run_cli("--fix", "model.py", cwd=tmp_path)
+    assert (tmp_path / "model.py").read_text() == FROZEN_BASE
+    assert "CKP101" in safe.stdout.decode() and "CKP301" in safe.stdout.decode()
+    assert run_cli("--fix", "--unsafe-fixes", "model.py", cwd=tmp_path).returncode == 0
+    fixed = (tmp_path / "model.py").read_text()
+    assert fixed == FROZEN_BASE.replace("self.embed(ids))", "self.embed(ids), use_reentrant=False)")

@@ -89,6 +89,10 @@ def test_runtime_confirmations_name_observable_divergences() -> None:
         "output", "input-grad", "parameter-grad", "buffer", "rng-python", "rng-torch", "container", "global", "attribute",
         "closure", "error", "recompute",
     }  # fmt: skip
+    from ckptlint.runtime.ddp import DDP_CATEGORY
+    from ckptlint.runtime.gradflow import CONFIRMS_NO_GRAD_INPUT, CONFIRMS_NON_POSITIONAL
+
+    observable |= {CONFIRMS_NO_GRAD_INPUT, CONFIRMS_NON_POSITIONAL, DDP_CATEGORY}  # gradient flow (runtime/gradflow.py, ddp.py)
     for rule in ALL_RULES:
         assert rule.confirmed_by <= observable, rule.code
 

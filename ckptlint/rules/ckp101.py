@@ -46,8 +46,10 @@ class ImplicitUseReentrant(Rule):
         Pass `use_reentrant=False` (recommended by torch; check that nothing relies on
         reentrant behaviour) or `use_reentrant=True` to keep today's behaviour exactly.
         `ckptlint --fix` inserts `use_reentrant=True` (safe: no change in behaviour);
-        `--fix --unsafe-fixes` inserts `use_reentrant=False`. A call that passes
-        `**kwargs` gets no fix (it is not flagged either).
+        `--fix --unsafe-fixes` inserts `use_reentrant=False`. A call where gradients
+        already fail in reentrant mode (CKP301 or CKP302 at the same call) gets only the
+        unsafe `use_reentrant=False`: keeping today's behaviour would keep the bug. A call
+        that passes `**kwargs` gets no fix (it is not flagged either).
     """
 
     def check(self, context: RuleContext) -> Iterator[Finding]:
@@ -66,7 +68,9 @@ class ImplicitUseReentrant(Rule):
                 f"{what}: torch 2.x falls back to the reentrant implementation with a warning; "
                 "pass use_reentrant=False (recommended) or use_reentrant=True to keep today's behaviour"
             )
-            yield finding_at(call.module, call.node, self.code, summary, fixes=context.fixes_for(call))
+            # where gradients already fail in reentrant mode (CKP301/CKP302), keeping it is no fix
+            fixes = context.non_reentrant_fix(call) if context.gradients_fail(call) else context.fixes_for(call)
+            yield finding_at(call.module, call.node, self.code, summary, fixes=fixes)
 
 
 def _callee_text(call: CheckpointCall) -> str:

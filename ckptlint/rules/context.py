@@ -42,6 +42,11 @@ class RuleContext:
         """What made the call reentrant, for messages."""
         return reentrant_because(call)
 
+    def gradients_fail(self, call: CheckpointCall) -> bool:
+        """Gradients already go wrong in today's reentrant mode (CKP301 or CKP302 at the call):
+        keeping that mode is no fix."""
+        return bool(self.no_grad_inputs(call) or self.untracked_tensors(call))
+
     def non_reentrant_fix(self, call: CheckpointCall) -> tuple[Fix, ...]:
         """`use_reentrant=False` at the call (unsafe: it changes how gradients flow), when the
         call's API selects its implementation with that argument."""
