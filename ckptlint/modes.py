@@ -156,20 +156,19 @@ def _versioned_mode(api: CheckpointAPI, owner: str | None, versions: Versions) -
             if version.within(since, until):
                 return CallMode(entry.mode == REENTRANT, version.describe(), version=version)
         if len(modes) == 1:
-            return CallMode(next(iter(modes)) == REENTRANT, f"{library}'s helper in every release ({version.describe()})", version=version)
-        return CallMode(fallback, f"{version.describe()} spans releases of either mode: assumed {_name(fallback)}", version=version)
+            return CallMode(next(iter(modes)) == REENTRANT, f"{version.describe()}, as in every release", version=version)
+        return CallMode(fallback, f"{version.describe()}, which spans releases of either mode, so {_switch(api, library)}", version=version)
     if len(modes) == 1:
         return CallMode(next(iter(modes)) == REENTRANT, f"{library}'s helper in every release (version unknown)")
-    switch = _switch(api, library)
-    return CallMode(fallback, f"{library} version unknown: assumed {_name(fallback)}{switch}")
+    return CallMode(fallback, f"{library} version unknown, so {_switch(api, library)}")
 
 
 def _switch(api: CheckpointAPI, library: str) -> str:
-    """`, as before 5.0`: the release where the mode changes, when the fallback is the older one."""
+    """`its default before 5.0`: the conservative assumption, named by the release that changed it."""
     for entry in api.versioned:
         if entry.library == library and entry.since is not None:
-            return f" (its default before {entry.since})"
-    return ""
+            return f"its default before {entry.since}"
+    return "the conservative default"
 
 
 def _name(reentrant: bool) -> str:
