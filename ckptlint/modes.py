@@ -159,7 +159,7 @@ def _versioned_mode(api: CheckpointAPI, owner: str | None, versions: Versions) -
             return CallMode(next(iter(modes)) == REENTRANT, f"{version.describe()}, as in every release", version=version)
         return CallMode(fallback, f"{version.describe()}, which spans releases of either mode, so {_switch(api, library)}", version=version)
     if len(modes) == 1:
-        return CallMode(next(iter(modes)) == REENTRANT, f"{library}'s helper in every release (version unknown)")
+        return CallMode(next(iter(modes)) == REENTRANT, f"the {library} helper, the same in every release (version unknown)")
     return CallMode(fallback, f"{library} version unknown, so {_switch(api, library)}")
 
 
