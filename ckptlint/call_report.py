@@ -21,13 +21,16 @@ def region_text(call: CheckpointCall) -> str:
 
 
 def describe_call(call: CheckpointCall) -> dict[str, Any]:
-    reentrant = call.reentrant
+    """The call as `ckptlint calls` shows it: where, which API, its region, its mode and what
+    decided the mode (`mode_source`: `use_reentrant=False`, `transformers 4.57.0 from the environment`)."""
+    mode = call.mode
     return {
         "path": call.path,
         "line": call.line,
         "column": call.column,
         "api": call.api.name,
         "region": region_text(call),
-        "mode": {True: "reentrant", False: "non-reentrant", None: "unknown"}[reentrant],
-        "mode_defaulted": call.reentrant_by_default,
+        "mode": mode.name,
+        "mode_defaulted": mode.by_default,
+        "mode_source": mode.source,
     }

@@ -14,33 +14,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from ckptlint.catalogue import (
-    CALLABLE,
-    DYNAMIC,
-    FALSE,
-    FROM_ARGUMENT,
-    IMPL_ARGUMENT,
-    LAYER_CLASS,
-    LIBRARY_DEFAULT,
-    MODEL,
-    NON_REENTRANT,
-    NONE,
-    OMITTED,
-    REENTRANT,
-    TRUE,
-    Catalogue,
-    CheckpointAPI,
-)
+from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, Catalogue, CheckpointAPI
 from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.modes import CallMode, call_mode, use_reentrant_flag
 from ckptlint.prefilter import Names, leaf
 from ckptlint.project import Project
 from ckptlint.source import SourceFile
 from ckptlint.passed_arguments import passed_arguments
 from ckptlint.symbols import ASSIGN, DEF, IMPORT, PARAM, Binding, ModuleSymbols, Scope, parameter_default, positional_parameters
+from ckptlint.versions import NO_VERSIONS, Versions
 
 PARTIAL = frozenset({"functools.partial"})
-
-# Values of a `use_reentrant` argument
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,6 +95,8 @@ class CheckpointCall:
     arguments: BoundArguments
     region: ast.AST | None  # an expression, a decorated def, or a layer class
     wrapper_arguments: BoundArguments | None = None  # apply_activation_checkpointing's wrapper partial
+    owner: str | None = None  # the library a shared helper belongs to here (diffusers, transformers), if known
+    versions: Versions = NO_VERSIONS  # the library versions the code runs with (versions.py)
 
     @property
     def line(self) -> int:
@@ -133,50 +119,21 @@ class CheckpointCall:
     @property
     def use_reentrant(self) -> str:
         """How `use_reentrant` is given: omitted, none, true, false or dynamic."""
-        position = self.api.use_reentrant_position
-        value = self.arguments.get(position, "use_reentrant")
-        if value is None:
-            return DYNAMIC if self.arguments.may_carry(position, "use_reentrant") else OMITTED
-        if isinstance(value, ast.Constant):
-            if value.value is None:
-                return NONE
-            if value.value is True:
-                return TRUE
-            if value.value is False:
-                return FALSE
-        return DYNAMIC
+        return use_reentrant_flag(self.api, self.arguments)
+
+    @property
+    def mode(self) -> CallMode:
+        """Whether the replay is reentrant and what decided it (modes.py)."""
+        return call_mode(self)
 
     @property
     def reentrant(self) -> bool | None:
         """Whether the replay is reentrant; None when it depends on run-time values."""
-        mode = self.api.mode
-        if mode == REENTRANT:
-            return True
-        if mode == NON_REENTRANT:
-            return False
-        if mode in (FROM_ARGUMENT, LIBRARY_DEFAULT):
-            flag = self.use_reentrant
-            if flag in (OMITTED, NONE):
-                return True if mode == FROM_ARGUMENT else self.api.use_reentrant_default
-            return {TRUE: True, FALSE: False}.get(flag)
-        if mode == IMPL_ARGUMENT:
-            arguments = self.wrapper_arguments if self.api.region_kind == MODEL else self.arguments
-            if arguments is None:
-                return False
-            impl = arguments.get(1 if self.api.region_kind != MODEL else None, "checkpoint_impl")
-            if impl is None:
-                return None if arguments.may_carry(1, "checkpoint_impl") else False
-            text = ast.unparse(impl)
-            if text.endswith("NO_REENTRANT"):
-                return False
-            if text.endswith("REENTRANT"):
-                return True
-            return None
-        return None
+        return self.mode.reentrant
 
     @property
     def reentrant_by_default(self) -> bool:
-        return self.api.mode == FROM_ARGUMENT and self.use_reentrant in (OMITTED, NONE)
+        return self.mode.by_default
 
 
 @dataclass
@@ -194,9 +151,17 @@ _WORD_CHAR = re.compile(r"\w")
 class CallFinder:
     """Resolves callees of one project's modules to checkpoint APIs."""
 
-    def __init__(self, project: Project, catalogue: Catalogue, classes: ClassIndex | None = None, names: Names | None = None):
+    def __init__(
+        self,
+        project: Project,
+        catalogue: Catalogue,
+        classes: ClassIndex | None = None,
+        names: Names | None = None,
+        versions: Versions = NO_VERSIONS,
+    ):
         self.project = project
         self.catalogue = catalogue
+        self.versions = versions
         self.classes = classes or ClassIndex(project)
         self._layer_names = catalogue.layer_classes()
         # names a callee or base must mention to be resolved at all (see prefilter.py)
@@ -372,7 +337,8 @@ class CallFinder:
                     wrapper_arguments = BoundArguments()
                     for partial, partial_module in wrapper.partials:
                         wrapper_arguments.add_call(partial, partial_module, skip=1)
-        return CheckpointCall(api, module, scope, call, arguments, region, wrapper_arguments)
+        owner = self._owner(api, module, scope)
+        return CheckpointCall(api, module, scope, call, arguments, region, wrapper_arguments, owner, self.versions)
 
     def _layer_classes(self, module: ModuleSymbols) -> Iterator[CheckpointCall]:
         if not self._layer_names:
@@ -385,8 +351,29 @@ class CallFinder:
                 name = ancestor if isinstance(ancestor, str) else ancestor.qualified_name
                 api = self.catalogue.by_qualified_name(name) if name in self._layer_names else None
                 if api is not None:
-                    yield CheckpointCall(api, module, scope, node, BoundArguments(), node)
+                    owner = self._owner(api, module, module.scope_of[id(node)])
+                    yield CheckpointCall(api, module, scope, node, BoundArguments(), node, owner=owner, versions=self.versions)
                     break
+
+    def _owner(self, api: CheckpointAPI, module: ModuleSymbols, scope: Scope) -> str | None:
+        """Which library a helper several libraries share (`_gradient_checkpointing_func`:
+        transformers and diffusers) belongs to at this call: the one the enclosing class
+        derives from, else the package the module is in, else the only one it imports."""
+        candidates = api.versioned_libraries
+        if len(candidates) < 2:
+            return candidates[0] if candidates else None
+        info = self.classes.enclosing_class(module, scope)
+        if info is not None:
+            for ancestor in self.classes.ancestors(info):
+                name = ancestor if isinstance(ancestor, str) else ancestor.qualified_name
+                head = _head(name)
+                if head in candidates:
+                    return head
+        own = _head(module.name)
+        if own in candidates:
+            return own
+        imported = {_head(name) for name in (*module.imported, *module.bound_imports)} & set(candidates)
+        return imported.pop() if len(imported) == 1 else None
 
     # -- resolution helpers ---------------------------------------------------
 
@@ -512,6 +499,11 @@ class CallFinder:
             return None
         name = value_module.qualified_name(value.func, value_scope)
         return None if name is None else self.project.canonical_name(name)
+
+
+def _head(name: str) -> str:
+    """The top-level package of a project-internal module name (`diffusers@1.models` -> `diffusers`)."""
+    return name.partition(".")[0].partition("@")[0]
 
 
 def _class_name(call: CheckpointCall) -> str:

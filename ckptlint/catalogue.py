@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ckptlint.versions import Release, release
+
 # How the region is given to the API.
 CALLABLE = "callable"  # a function, lambda, partial or bound method, run now
 MODULE = "module"  # an nn.Module whose forward is replayed
@@ -37,6 +39,21 @@ RUNNING_STATS = "running-stats"  # BatchNorm running statistics are not updated 
 
 
 @dataclass(frozen=True)
+class VersionRange:
+    """An API's mode in a range of one library's releases, `since` inclusive, `until`
+    exclusive (None: unbounded), with where that was read (`evidence`)."""
+
+    library: str  # the distribution whose version decides (versions.py TRACKED)
+    since: str | None
+    until: str | None
+    mode: str  # REENTRANT or NON_REENTRANT
+    evidence: str = ""
+
+    def bounds(self) -> tuple[Release | None, Release | None]:
+        return (None if self.since is None else release(self.since)), (None if self.until is None else release(self.until))
+
+
+@dataclass(frozen=True)
 class CheckpointAPI:
     name: str  # canonical qualified name (for attribute APIs: ".attr")
     library: str
@@ -56,6 +73,14 @@ class CheckpointAPI:
     cleared_unless: str | None = None  # a class attribute that, when True, keeps them
     aliases: tuple[str, ...] = ()
     summary: str = ""
+    # the mode per release range of the library that decides it (modes.py); `mode` is what a call
+    # gets when no known version decides (the conservative default)
+    versioned: tuple[VersionRange, ...] = ()
+
+    @property
+    def versioned_libraries(self) -> tuple[str, ...]:
+        """The libraries whose version can decide this API's mode, in catalogue order."""
+        return tuple(dict.fromkeys(r.library for r in self.versioned))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -72,6 +97,23 @@ class CheckpointAPI:
 
 
 _TORCH_CHECKPOINT = "torch.utils.checkpoint.checkpoint"
+
+# Hugging Face's gradient checkpointing helper, `self._gradient_checkpointing_func` (also what
+# GradientCheckpointingLayer calls), per release. Read in the released wheels:
+# - transformers 4.35.0 modeling_utils.py `gradient_checkpointing_enable`: kwargs default `{}`,
+#   i.e. torch's omitted use_reentrant (reentrant); the helper first appears in 4.35.0 (4.34.1 has none);
+# - transformers 4.57.6 modeling_utils.py:3692: `gradient_checkpointing_kwargs = {"use_reentrant": True}`;
+# - transformers 5.0.0 modeling_utils.py:3099: `{"use_reentrant": False}`; 5.24.0 modeling_utils.py:3158
+#   (`_activation_checkpointing_enable`) the same;
+# - diffusers 0.33.0 models/modeling_utils.py:318-319 and 0.42.1 :315-316: `enable_gradient_checkpointing`
+#   binds `{"use_reentrant": False}` (torch >= 1.11); 0.32.2 has no such helper.
+# A call passing `gradient_checkpointing_kwargs={"use_reentrant": ...}` to the enabling call is not
+# followed here: the version's default is what the call gets.
+HF_HELPER_VERSIONS: tuple[VersionRange, ...] = (
+    VersionRange("transformers", None, "5.0", REENTRANT, "transformers 4.35.0-4.57.6 modeling_utils.py gradient_checkpointing_enable"),
+    VersionRange("transformers", "5.0", None, NON_REENTRANT, "transformers 5.0.0 modeling_utils.py:3099"),
+    VersionRange("diffusers", None, None, NON_REENTRANT, "diffusers 0.33.0-0.42.1 models/modeling_utils.py enable_gradient_checkpointing"),
+)
 _TORCH_WRAPPER = "torch.distributed.algorithms._checkpoint.checkpoint_wrapper"
 
 BUILTIN_APIS: tuple[CheckpointAPI, ...] = (
@@ -233,13 +275,16 @@ BUILTIN_APIS: tuple[CheckpointAPI, ...] = (
         cleared_unless="_can_checkpoint_with_cache",
         aliases=("transformers.GradientCheckpointingLayer",),
         summary="subclasses of GradientCheckpointingLayer: forward replayed when gradient checkpointing is on",
+        versioned=tuple(r for r in HF_HELPER_VERSIONS if r.library == "transformers"),
     ),
     CheckpointAPI(
         "._gradient_checkpointing_func",
         "transformers",
         CALLABLE,
         REENTRANT,
-        summary="Hugging Face self._gradient_checkpointing_func(fn, *args): partial(checkpoint, use_reentrant=True)",
+        summary="Hugging Face self._gradient_checkpointing_func(fn, *args): reentrant in transformers 4.x, "
+        "non-reentrant in transformers 5.x and diffusers",
+        versioned=HF_HELPER_VERSIONS,
     ),
 )
 

@@ -323,7 +323,7 @@ def check(
 @lint_options
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def calls(request: LintRequest, output_format: str) -> None:
-    """List the checkpoint calls ckptlint recognises in PATHS, with their region and mode."""
+    """List the checkpoint calls ckptlint recognises in PATHS, with their region, mode and what decided the mode."""
     import json
 
     result = request.run()
@@ -333,7 +333,8 @@ def calls(request: LintRequest, output_format: str) -> None:
     else:
         for item in described:
             mode = item["mode"] + (" (default)" if item["mode_defaulted"] else "")
-            click.echo(f"{item['path']}:{item['line']}:{item['column']}: {item['api']} region={item['region']} mode={mode}")
+            source = json.dumps(item["mode_source"])  # quoted: it has spaces
+            click.echo(f"{item['path']}:{item['line']}:{item['column']}: {item['api']} region={item['region']} mode={mode} source={source}")
     sys.exit(EXIT_ERROR if result.fatal else EXIT_CLEAN)
 
 

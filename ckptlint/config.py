@@ -24,6 +24,11 @@ from ckptlint.catalogue import (
     CheckpointAPI,
 )
 
+from ckptlint.versions import TARGET_VERSIONS, TRACKED, normalise_name
+
+# a version in target-versions: release numbers, optionally a pre/post/dev/local suffix (4.57.0rc1, 2.5.1+cpu)
+VERSION_TEXT = re.compile(r"\d+(\.\d+)*([.-]?(a|b|rc|post|dev)\d*)*(\+[\w.]+)?")
+
 DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".git",
     ".hg",
@@ -61,6 +66,7 @@ KEYS = (
     "python",
     "libraries",
     "project-root",
+    "target-versions",
 )
 
 
@@ -83,6 +89,8 @@ class Config:
     python: str | None = None  # the interpreter whose installed libraries regions are followed into; None: ckptlint's own
     libraries: bool = True  # follow regions into installed libraries (read, never imported)
     project_root: Path | None = None  # `project-root`: where calls that reach the named files are looked for (frontend.py)
+    # `target-versions`: library -> version the code runs with, beating the environment and the pins (versions.py)
+    target_versions: tuple[tuple[str, str], ...] = ()
 
     def without_reporting(self) -> Config:
         """The configuration with every key that only decides what is reported reset: what
@@ -179,11 +187,28 @@ def parse_table(table: dict[str, Any], path: Path, prefix: str = "[tool.ckptlint
         values["python"] = interpreter_path(python, path.parent)
     if "project-root" in table:
         values["project_root"] = _project_root(table["project-root"], path.parent, functools.partial(fail, "project-root"))
+    if TARGET_VERSIONS in table:
+        values["target_versions"] = _target_versions(table[TARGET_VERSIONS], functools.partial(fail, TARGET_VERSIONS))
     if "checkpoint-functions" in table:
         values["checkpoint_functions"] = tuple(
             _checkpoint_functions(table["checkpoint-functions"], fail)
         )
     return Config(root=path.parent, path=path, **values)
+
+
+def _target_versions(value: Any, fail: Callable[[str], ConfigError]) -> tuple[tuple[str, str], ...]:
+    """`{ transformers = "4.57", torch = "2.5" }`: tracked libraries (versions.TRACKED) and versions."""
+    if not isinstance(value, dict):
+        raise fail('expected a table like { transformers = "4.57", torch = "2.5" }')
+    found: list[tuple[str, str]] = []
+    for name, version in value.items():
+        library = normalise_name(name)
+        if library not in TRACKED:
+            raise fail(f"{name!r} is not a library whose version ckptlint uses (expected one of: {', '.join(TRACKED)})")
+        if not isinstance(version, str) or not VERSION_TEXT.fullmatch(version.strip()):
+            raise fail(f'{name}: expected a version string like "4.57" or "4.57.1", not {version!r}')
+        found.append((library, version.strip()))
+    return tuple(sorted(found))
 
 
 def _project_root(value: Any, directory: Path, fail: Callable[[str], ConfigError]) -> Path:

@@ -19,7 +19,9 @@ find the configuration. Here is the one answer they all use:
 - installed libraries: those of `--python` / `python =`, else of the interpreter running
   ckptlint, unless `--no-libraries` / `libraries = false` (libraries.py). An interpreter that
   cannot be asked is a ConfigError, as a bad option is: the command line exits 2, the
-  language server and the flake8 plugin say so and lint without libraries.
+  language server and the flake8 plugin say so and lint without libraries;
+- library versions (which decide some calls' modes): `target-versions =`, else the metadata
+  in those libraries' directories, else the pins in the project root (versions.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ckptlint.engine.linter import Linter
 from ckptlint.engine.parallel import default_jobs
 from ckptlint.libraries import Libraries, PythonError, libraries
 from ckptlint.result import Scope
+from ckptlint.versions import Versions, resolve_versions
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 STDIN = "-"  # the path that stands for standard input; it names no directory to start from
@@ -155,6 +158,12 @@ def libraries_for(config: Config) -> Libraries:
         raise ConfigError(str(exc)) from None
 
 
+def versions_for(config: Config, libraries: Libraries, root: Path | None) -> Versions:
+    """The library versions the linted code runs with: target-versions, else the metadata in
+    the libraries' directories, else the pins in the project root (else the configuration's)."""
+    return resolve_versions(config.target_versions, libraries.paths, root or config.root)
+
+
 def linter_for(
     config: Config,
     root: Path | None,
@@ -169,6 +178,7 @@ def linter_for(
     """A `Linter` whose cache is where every front-end looks for it. `root` is the project
     root the caller lints with (None: no project); `jobs` None means one worker per core.
     Raises ConfigError when `config.python` cannot be asked for its libraries."""
+    found = libraries_for(config)
     return Linter(
         config,
         overlays=overlays,
@@ -176,5 +186,6 @@ def linter_for(
         jobs=default_jobs() if jobs is None else jobs,
         cache_dir=None if no_cache else cache_directory(config, root, cache_dir),
         want_fixes=want_fixes,
-        libraries=libraries_for(config),
+        libraries=found,
+        versions=versions_for(config, found, root),
     )

@@ -223,7 +223,7 @@ def test_an_entry_is_what_it_was_after_a_round_trip() -> None:
         CacheEntry(
             EntryKind.ANALYSED, "d4", frozenset({"checkpoint"}), (), FrozenNames(), {}, frozenset({"checkpoint"}),
             ({"path": "model.py", "line": 6, "column": 11, "api": "torch.utils.checkpoint.checkpoint", "region": "block",
-              "mode": "non-reentrant", "mode_defaulted": False},),
+              "mode": "non-reentrant", "mode_defaulted": False, "mode_source": "use_reentrant=False"},),
             RuleSet.CALLS,
         ),
     ]

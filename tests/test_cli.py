@@ -182,7 +182,8 @@ def test_rules_lists_every_rule_and_explains_one() -> None:
 def test_calls_subcommand_text(project: Path) -> None:
     completed = run_cli("calls", "model.py", cwd=project)
     assert completed.stdout.decode() == (
-        "model.py:4:12: torch.utils.checkpoint.checkpoint region=block mode=reentrant (default)\n"
+        "model.py:4:12: torch.utils.checkpoint.checkpoint region=block mode=reentrant (default) "
+        'source="use_reentrant not passed: torch falls back to reentrant"\n'
     )
 
 

@@ -103,4 +103,6 @@ def test_checkpoint_functions_list_form(tmp_path: Path) -> None:
         "from mylib.ckpt import run\n\ndef f(block, x):\n    return run(block, x, preserve_rng_state=False)\n"
     )
     completed = run_cli("calls", "m.py", cwd=tmp_path)
-    assert completed.stdout.decode() == "m.py:4:12: mylib.ckpt.run region=block mode=unknown\n"
+    assert completed.stdout.decode() == (
+        'm.py:4:12: mylib.ckpt.run region=block mode=unknown source="mode not configured (checkpoint-functions)"\n'
+    )

@@ -226,15 +226,18 @@ def test_calls_is_cached(repository: Path) -> None:
     first = ckptlint("calls", "-v", "pkg", cwd=repository)
     assert reuse(first) == (2, 0)
     assert first.stdout.splitlines() == [
-        "pkg/model.py:18:16: torch.utils.checkpoint.checkpoint region=self.step mode=non-reentrant",
-        "pkg/train.py:5:12: torch.utils.checkpoint.checkpoint region=fn mode=reentrant (default)",
+        'pkg/model.py:18:16: torch.utils.checkpoint.checkpoint region=self.step mode=non-reentrant source="use_reentrant=False"',
+        "pkg/train.py:5:12: torch.utils.checkpoint.checkpoint region=fn mode=reentrant (default) "
+        'source="use_reentrant not passed: torch falls back to reentrant"',
     ]
     second = ckptlint("calls", "-v", "pkg", cwd=repository)
     assert reuse(second) == (0, 2) and second.stdout == first.stdout
     (repository / "pkg" / "train.py").write_text(BARE_CALL.replace("(fn, x)", "(fn, x, use_reentrant=False)"))
     third = ckptlint("calls", "-v", "pkg", cwd=repository)
     assert reuse(third) == (1, 1)
-    assert third.stdout.splitlines()[1] == "pkg/train.py:5:12: torch.utils.checkpoint.checkpoint region=fn mode=non-reentrant"
+    assert third.stdout.splitlines()[1] == (
+        'pkg/train.py:5:12: torch.utils.checkpoint.checkpoint region=fn mode=non-reentrant source="use_reentrant=False"'
+    )
     check = ckptlint("-v", "pkg", cwd=repository)  # the lint reads what `calls` left, and the other way round
     assert reuse(check) == (0, 2)
 

@@ -39,7 +39,7 @@ from ckptlint.finding import Finding
 from ckptlint.prefilter import Names
 
 CACHE_DIR_NAME = ".ckptlint_cache"
-FORMAT = 3  # bump when the JSON layout changes: an index of another format is ignored
+FORMAT = 4  # bump when the JSON layout changes: an index of another format is ignored
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by ckptlint.\n"
 
 StatRecord = tuple[int, int, int, int, str]  # size, mtime_ns, ctime_ns, inode, content digest
@@ -316,7 +316,7 @@ def _findings(value: object) -> tuple[Finding, ...]:
 
 
 # a described call's fields and their types (call_report.describe_call), as `ckptlint calls` reads them
-_CALL_FIELDS: dict[str, type] = {"path": str, "line": int, "column": int, "api": str, "region": str, "mode": str, "mode_defaulted": bool}
+_CALL_FIELDS: dict[str, type] = {"path": str, "line": int, "column": int, "api": str, "region": str, "mode": str, "mode_defaulted": bool, "mode_source": str}
 
 
 def _calls(value: object) -> tuple[dict[str, object], ...]:

@@ -32,6 +32,7 @@ from ckptlint.engine.discovery import ExcludeMatcher, discover
 from ckptlint.engine.run import Run
 from ckptlint.finding import Finding
 from ckptlint.libraries import Libraries, libraries as find_libraries
+from ckptlint.versions import Versions, resolve_versions
 from ckptlint.rules import ALL_RULES
 from ckptlint.rules.base import RegionRule, Rule
 from ckptlint.engine.worker import Settings
@@ -52,11 +53,15 @@ class Linter:
         cache_dir: Path | None = None,
         want_fixes: bool = False,
         libraries: Libraries | None = None,
+        versions: Versions | None = None,
     ):
         self.config = config
         # the installed libraries regions are followed into; None: those of `config` (raises
         # libraries.PythonError for an interpreter that cannot be asked; frontend.py reports it)
         self.libraries = libraries if libraries is not None else find_libraries(config.python, config.libraries)
+        # the library versions that decide modes (versions.py); None: from target-versions, the
+        # libraries' metadata, then the pins in the configuration's directory
+        self.versions = versions if versions is not None else resolve_versions(config.target_versions, self.libraries.paths, config.root)
         self.base = base or Path.cwd()
         self.is_excluded = ExcludeMatcher(config.all_excludes, config.root)
         self.catalogue: Catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
@@ -148,7 +153,7 @@ class Linter:
         codes = tuple(rule.code for rule in rules)
         overlays = tuple(sorted(self.overlays.items()))
         config = self.config.without_reporting()
-        return Settings(config, os.fspath(self.base), codes, self.want_fixes, rule_set, overlays, self.libraries.paths)
+        return Settings(config, os.fspath(self.base), codes, self.want_fixes, rule_set, overlays, self.libraries.paths, self.versions)
 
     def _project_files(self, project_root: Path | None) -> list[Path]:
         if project_root is None:

@@ -70,7 +70,8 @@ class Run:
             return None
         settings = self.settings
         fingerprint = self.linter.libraries.fingerprint  # what is installed where regions can be followed
-        return Cache(directory, cache_key(settings.config, settings.base, settings.want_fixes, fingerprint))
+        versions = settings.versions.key()  # they decide modes: pins change without any file the analysis reads
+        return Cache(directory, cache_key(settings.config, settings.base, settings.want_fixes, fingerprint, versions))
 
     def execute(self) -> LintResult:
         names = Names.of(self.linter.catalogue)

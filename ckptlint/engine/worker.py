@@ -42,6 +42,7 @@ from ckptlint.regions.effects import RegionEffects
 from ckptlint.rules import ALL_RULES
 from ckptlint.source import DecodeError, SourceFile
 from ckptlint.syntax import parse, parse_error
+from ckptlint.versions import NO_VERSIONS, Versions
 
 MAX_MODULES = 300  # loaded modules before the state is dropped: transformers peaks at ~700 MB per process
 RECURSION_LIMIT = 6000
@@ -59,6 +60,7 @@ class Settings:
     rule_set: RuleSet = RuleSet.ALL  # which set `rules` is, for the cache
     overlays: tuple[tuple[str, bytes | str], ...] = ()
     libraries: tuple[str, ...] = ()  # installed libraries' directories, in import order (libraries.py)
+    versions: Versions = NO_VERSIONS  # the library versions that decide modes (versions.py)
 
 
 @dataclass
@@ -99,7 +101,7 @@ class WorkerState:
         )
         catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
         classes = ClassIndex(self.project)
-        self.finder = CallFinder(self.project, catalogue, classes, self.names)
+        self.finder = CallFinder(self.project, catalogue, classes, self.names, self.settings.versions)
         self.regions = RegionEffects(self.project, classes)
         self.fix_builder = None
         if self.settings.want_fixes:

@@ -106,9 +106,8 @@ class UntrackedTensor:
 
 
 def reentrant(call: CheckpointCall) -> bool | None:
-    """Whether the call replays with the reentrant implementation (None: unknown).
-
-    The one place CKP301/CKP302 ask it: version awareness (issue 13, `versions13`) swaps it."""
+    """Whether the call replays with the reentrant implementation (None: unknown), as the
+    API, the call's arguments and the detected library versions decide (modes.py)."""
     return call.reentrant
 
 
@@ -119,7 +118,7 @@ def reentrant_because(call: CheckpointCall) -> str:
         return "use_reentrant not passed: torch 2.x falls back to reentrant"
     if flag == TRUE:
         return "use_reentrant=True"
-    return f"{call.api.name.lstrip('.')} is reentrant"
+    return call.mode.source  # the library and the version that decided it (modes.py)
 
 
 def takes_use_reentrant(call: CheckpointCall) -> bool:

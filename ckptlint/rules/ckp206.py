@@ -23,7 +23,9 @@ class UnstableBranch(RegionRule):
 
         `torch.is_grad_enabled()` is a hazard only under reentrant checkpoint (explicitly
         or by default), which runs the forward under `no_grad` and the replay with grad
-        enabled. Branches on `self.training`, on constants and on the inputs' values are
+        enabled. Hugging Face's helper is reentrant in transformers 4.x and non-reentrant in
+        transformers 5.x and in diffusers: the message says which version decided
+        (`target-versions`, the environment's metadata, or the project's pins; docs/versions.md). Branches on `self.training`, on constants and on the inputs' values are
         fine.
     """
     bad = """
@@ -65,11 +67,16 @@ class UnstableBranch(RegionRule):
     messages = {
         "unstable": "control flow depends on {reasons}, which can differ between forward and replay",
         "grad-mode": "branches on torch.is_grad_enabled(): reentrant checkpoint runs the forward under no_grad and "
-        "the replay with grad enabled, so the two take different paths (this call is reentrant {how})",
+        "the replay with grad enabled, so the two take different paths (this call is {mode})",
     }
 
     def applies(self, call: CheckpointCall, effect: Effect) -> bool:
         return effect.kind != GRAD_MODE_BRANCH or call.reentrant is True
 
     def call_facts(self, call: CheckpointCall, effect: Effect) -> dict[str, str]:
-        return {"how": "by default (use_reentrant not passed)" if call.reentrant_by_default else "as called"}
+        mode = call.mode
+        if mode.by_default:
+            return {"mode": "reentrant by default (use_reentrant not passed)"}
+        if call.api.versioned:  # a library's release decides it: say which, or that none is known
+            return {"mode": mode.describe()}
+        return {"mode": "reentrant as called"}
