@@ -17,7 +17,7 @@ import contextlib
 import functools
 from typing import Iterator
 
-from ckptlint.runtime.ddp import backward_failed
+from ckptlint.runtime import ddp, differentiation
 from ckptlint.runtime.intercept import Interceptor, InterceptedCall, UnsupportedTorch, probe_guard
 from ckptlint.runtime.probe import probe
 from ckptlint.runtime.report import Record, Report
@@ -68,10 +68,20 @@ class Session:
         record.test = self.current_test
         self.report.add(record)
         if call.kind == "reentrant":
-            call.backward_failed = functools.partial(backward_failed, record, call.fn)
-        if not self.witness or record.verdict == "error":
+            call.backward_failed = functools.partial(_backward_failed, record, call.fn)
+        transformed = differentiation.under_function_transform()
+        if transformed:  # torch.func refuses checkpointed regions in the forward (CKP304)
+            call.forward_failed = functools.partial(differentiation.failed, record, in_forward=True)
+        if not self.witness or record.verdict == "error" or transformed:
             return None
         return record.watch(Witness())
+
+
+def _backward_failed(record: Record, fn: object, error: BaseException) -> None:
+    """The user's backward raised through a reentrant region: DDP's "ready only once" (CKP303)
+    or `.grad()`/`inputs=` refused by reentrant checkpoint (CKP304)."""
+    ddp.backward_failed(record, fn, error)
+    differentiation.failed(record, error, in_forward=False)
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ ASPECT_OF = {
     "global": "side-effects",
     "closure": "side-effects",
     "ddp": "error",  # the user's backward under DistributedDataParallel raised (ddp.py)
+    "differentiation": "error",  # checkpoint refused autograd.grad, backward(inputs=), torch.func (differentiation.py)
     # the witness: backward's recompute differs from the forward it replaces. Its own aspect, not
     # "gradients": a saved tensor can differ where the gradient does not (relu's mask)
     "recompute": "recompute",

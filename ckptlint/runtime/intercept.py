@@ -136,6 +136,8 @@ class InterceptedCall:
     # set by whoever probed the call: told the exception the user's backward raises through a
     # reentrant region (DDP's "mark a variable ready only once" is only seen there)
     backward_failed: Callable[[BaseException], None] | None = field(default=None, repr=False)
+    # told the exception checkpoint's own forward raises (a torch.func transform refuses a region)
+    forward_failed: Callable[[BaseException], None] | None = field(default=None, repr=False)
 
     @property
     def device(self) -> str:
@@ -325,12 +327,12 @@ class Interceptor:
         interceptor = self
 
         def _checkpoint_without_reentrant_generator(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-            witness = interceptor._non_reentrant(signature, layout.flags, args, kwargs) if not probing() else None
+            call, witness = interceptor._non_reentrant(signature, layout.flags, args, kwargs) if not probing() else (None, None)
             if witness is None:
-                return (yield from layout.generator(*args, **kwargs))
+                return (yield from _telling(layout.generator(*args, **kwargs), call))
             bound = signature.bind(*args, **kwargs)
             bound.arguments["fn"] = witness.comparing_function(bound.arguments["fn"])  # only the recompute calls it
-            return (yield from _recording_forward(layout.generator(*bound.args, **bound.kwargs), witness))
+            return (yield from _recording_forward(_telling(layout.generator(*bound.args, **bound.kwargs), call), witness))
 
         def apply(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
             if not probing() and cls is function and len(args) >= 2:
@@ -341,6 +343,12 @@ class Interceptor:
                 if call is not None and call.backward_failed is not None and layout.backward is not None:
                     region = _observed(region, call.backward_failed)
                 args = (region, *args[1:])
+                if call is not None and call.forward_failed is not None:
+                    try:
+                        return original_apply(cls, *args, **kwargs)
+                    except BaseException as error:
+                        _tell(call.forward_failed, error)
+                        raise
             return original_apply(cls, *args, **kwargs)
 
         def static_apply(*args: Any, **kwargs: Any) -> Any:
@@ -416,11 +424,11 @@ class Interceptor:
 
     def _non_reentrant(
         self, signature: inspect.Signature, flag_names: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Witness | None:
+    ) -> tuple[InterceptedCall | None, Witness | None]:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError:
-            return None
+            return None, None
         bound.apply_defaults()
         arguments = bound.arguments
         fn = arguments["fn"]
@@ -429,7 +437,10 @@ class Interceptor:
         flags = {name: arguments[name] for name in flag_names}
         flags["use_reentrant"] = False
         composable = _composable_module(fn)
-        return self._intercepted("composable" if composable is not None else "non-reentrant", fn, region_args, region_kwargs, flags, composable)
+        self._last_call = None
+        witness = self._intercepted("composable" if composable is not None else "non-reentrant", fn, region_args, region_kwargs, flags, composable)
+        call, self._last_call = self._last_call, None
+        return call, witness
 
     def _reentrant(self, args: tuple[Any, ...]) -> tuple[InterceptedCall | None, Witness | None]:
         function, preserve, *inputs = args
@@ -479,6 +490,28 @@ def _recording_forward(inner: Generator[Any, Any, Any], witness: Witness) -> Gen
     return (yield from inner)
 
 
+def _telling(inner: Generator[Any, Any, Any], call: InterceptedCall | None) -> Generator[Any, Any, Any]:
+    """torch's non-reentrant generator, telling the call when it raises (a torch.func transform
+    refuses its saved-tensor hooks); the exception goes on unchanged. Unwrapped unless watched."""
+    observer = call.forward_failed if call is not None else None
+    if observer is None:
+        return inner
+
+    def telling() -> Generator[Any, Any, Any]:
+        try:
+            return (yield from inner)
+        except BaseException as error:
+            _tell(observer, error)
+            raise
+
+    return telling()
+
+
+def _tell(observer: Callable[[BaseException], None], error: BaseException) -> None:
+    with probe_guard(), contextlib.suppress(Exception):
+        observer(error)
+
+
 def _observed(region: Callable[..., Any], backward_failed: Callable[[BaseException], None]) -> Callable[..., Any]:
     """The region as torch will call it, carrying whom to tell when its backward raises."""
 
@@ -499,8 +532,7 @@ def _observing_backward(original: Callable[..., Any]) -> Callable[..., Any]:
         except BaseException as error:
             observer = getattr(getattr(ctx, "run_function", None), _BACKWARD_FAILED, None)
             if observer is not None:
-                with probe_guard(), contextlib.suppress(Exception):
-                    observer(error)
+                _tell(observer, error)
             raise
 
     return backward

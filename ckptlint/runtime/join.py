@@ -2,7 +2,8 @@
 
 CKP101/CKP102/CKP301/CKP302 match a record by the call site (a wrapper's by where it was
 built); CKP303 by where the DistributedDataParallel holding the region's parameters was
-built; CKP2xx match when the finding lies in code the plain replay ran. A finding is then
+built; CKP304 by the differentiating call (`autograd.grad`, `backward(inputs=...)`, a
+`torch.func` transform) a checkpoint refused; CKP2xx match when the finding lies in code the plain replay ran. A finding is then
 `confirmed` (a matching divergence was observed), `not triggered as driven` (its code ran,
 nothing it predicts diverged) or `not exercised` (no observed call ran its code).
 Divergences that no finding explains are listed as missed by static analysis.
@@ -14,6 +15,7 @@ import os
 from typing import Any, Iterable
 
 from ckptlint.rules import ALL_RULES
+from ckptlint.runtime.differentiation import DIFFERENTIATION_CATEGORY
 from ckptlint.runtime.gradflow import PARAMETER_GRAD_MISSING
 from ckptlint.runtime.report import Record
 
@@ -25,6 +27,7 @@ NEEDS_GPU = "not confirmable without a GPU"
 _GRADIENTS = {"output", "input-grad", "parameter-grad"}
 AT_THE_CALL = frozenset({"CKP101", "CKP102", "CKP301", "CKP302"})  # reported at the checkpoint call
 AT_THE_DDP = frozenset({"CKP303"})  # reported at the `DistributedDataParallel(...)` call
+AT_THE_DIFFERENTIATING_CALL = frozenset({"CKP304"})  # reported at `torch.autograd.grad(...)`, `.backward(inputs=...)`, `torch.func.grad(f)`
 
 
 def _categories(record: Record) -> set[str]:
@@ -66,6 +69,11 @@ def _same_place(site: dict[str, Any] | None, path: str, line: int) -> bool:
     return site is not None and site.get("path") == path and site.get("line") == line
 
 
+def _differentiated_at(record: Record) -> list[dict[str, Any]]:
+    """Where the user differentiated this record's outputs in a way its checkpoint refused."""
+    return [r["differentiated_at"] for r in record.reasons if r["category"] == DIFFERENTIATION_CATEGORY and r.get("differentiated_at")]
+
+
 def _ran(record: Record, path: str, line: int) -> bool:
     region = record.region
     if region.get("path") == path and region.get("first_line") is not None:
@@ -89,6 +97,8 @@ def join(records: Iterable[Record], findings: Iterable[dict[str, Any]], base: st
             matched = [r for r in records if _same_place(r.site, path, line) or _same_place(r.constructed_at, path, line)]
         elif code in AT_THE_DDP:
             matched = [r for r in records if r.ddp is not None and _same_place(r.ddp.get("constructed_at"), path, line)]
+        elif code in AT_THE_DIFFERENTIATING_CALL:
+            matched = [r for r in records if any(_same_place(s, path, line) for s in _differentiated_at(r))]
         else:
             matched = [r for r in records if _ran(r, path, line)]
         status = NOT_EXERCISED

@@ -9,6 +9,7 @@ from ckptlint.runtime.aspects import aspects, summary
 from ckptlint.runtime.compare import Reason
 from ckptlint.runtime.ddp import ddp_of, replay_would_change_run
 from ckptlint.runtime.differences import differences
+from ckptlint.runtime.differentiation import under_function_transform
 from ckptlint.runtime.gradflow import missing_grad_reason, missing_parameter_grads, reached_tensors
 from ckptlint.runtime.intercept import InterceptedCall
 from ckptlint.runtime.reach import reachable
@@ -19,22 +20,32 @@ from ckptlint.runtime.snapshot import Snapshot
 
 def probe(call: InterceptedCall) -> Record:
     """Never raises: an internal error becomes an `error` record, and state is restored."""
+    if under_function_transform():
+        # a replay would run under torch.func's transform (which refuses `requires_grad_` and
+        # checkpointed regions alike) and change the error the user sees: the call runs as is
+        return Record(**_identity(call), verdict=NOT_REPLAYED, summary=TRANSFORMED)
     record = _probe(call)
     record.aspects = aspects(record.reasons)
     record.summary = summary(record.verdict, record.reasons)
     return record
 
 
+TRANSFORMED = "not replayed: the call runs inside a torch.func transform"
+
+
+def _identity(call: InterceptedCall) -> dict[str, Any]:
+    return {
+        "site": call.site.to_dict(),
+        "region": call.region,
+        "api": call.kind,
+        "flags": {key: _plain(value) for key, value in call.flags.items()},
+        "device": call.device,
+        "constructed_at": call.constructed_at.to_dict() if call.constructed_at else None,
+    }
+
+
 def _probe(call: InterceptedCall) -> Record:
-    record = Record(
-        site=call.site.to_dict(),
-        region=call.region,
-        api=call.kind,
-        flags={key: _plain(value) for key, value in call.flags.items()},
-        device=call.device,
-        verdict="equivalent",
-        constructed_at=call.constructed_at.to_dict() if call.constructed_at else None,
-    )
+    record = Record(**_identity(call), verdict="equivalent")
     try:
         reach = reachable(call.fn, call.args, call.kwargs)
         reached = reached_tensors(call.args, call.kwargs, reach)  # before the replays adopt leaves
