@@ -143,3 +143,18 @@ def test_the_linted_code_is_never_imported_or_run(tmp_path: Path) -> None:
     assert [f.code for f in result.findings] == ["CKP101", "CKP101"]
     assert not marker.exists()
     assert "evil" not in sys.modules and "model" not in sys.modules
+
+
+def test_checkpoint_call_inside_a_lambda_is_no_internal_error(tmp_path: Path) -> None:
+    """A checkpoint call whose enclosing scope is a lambda (its body is one expression, not
+    statements) once crashed the training-step pass with an internal error."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "step.py").write_text(
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        "def run(block, x, reentrant):\n"
+        "    region = lambda v: checkpoint(block, v, use_reentrant=reentrant)  # noqa: E731\n"
+        "    return torch.func.grad(lambda v: region(v).sum())(x)\n"
+    )
+    completed = run_cli("step.py", "--no-cache", cwd=tmp_path)
+    assert "internal error" not in completed.stderr.decode(), completed.stderr.decode()
+    assert completed.returncode in (0, 1), completed.stderr.decode()

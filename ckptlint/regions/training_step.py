@@ -52,7 +52,10 @@ def _false_names(call: CheckpointCall) -> set[str]:
     function = call.scope.node
     line = call.node.lineno
     last: dict[str, tuple[int, bool]] = {}
-    for statement, guards in _statements(getattr(function, "body", []), ()):
+    body = getattr(function, "body", [])
+    if not isinstance(body, list):  # a lambda's body is one expression: it binds nothing
+        return set()
+    for statement, guards in _statements(body, ()):
         if statement.lineno >= line:
             continue
         for name, value in _bindings(statement):
