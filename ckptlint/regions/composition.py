@@ -345,7 +345,7 @@ class Composition:
                 if _root_name(target) not in names:
                     continue
                 if _mentions_embeddings(target):
-                    return f"embeddings frozen at line {call.lineno}"
+                    return f"whose embeddings are frozen at line {call.lineno}"
                 if isinstance(target, ast.Name):
                     frozen_whole = frozen_whole or call.lineno
         for loop in _loops(scope):
@@ -353,7 +353,7 @@ class Composition:
             if looped is None or _root_name(looped) not in names:
                 continue
             if flag is False and _mentions_embeddings(looped):
-                return f"embeddings frozen at line {loop.lineno}"
+                return f"whose embeddings are frozen at line {loop.lineno}"
             if flag is False and isinstance(looped, ast.Name):
                 frozen_whole = frozen_whole or loop.lineno
         if frozen_whole is None:
@@ -361,11 +361,11 @@ class Composition:
         for call, _ in calls:
             if isinstance(call.func, ast.Attribute) and call.func.attr == "requires_grad_" and _first_is(call, True):
                 if _root_name(call.func.value) in names and _names_layers(call.func.value):
-                    return f"frozen at line {frozen_whole}, layers unfrozen at line {call.lineno}"
+                    return f"frozen at line {frozen_whole} with layers unfrozen at line {call.lineno}"
         for loop in _loops(scope):
             looped, flag = _parameter_loop(loop)
             if flag is True and looped is not None and _root_name(looped) in names and _names_layers(looped):
-                return f"frozen at line {frozen_whole}, layers unfrozen at line {loop.lineno}"
+                return f"frozen at line {frozen_whole} with layers unfrozen at line {loop.lineno}"
         return None
 
     def _name(self, func: ast.expr, scope: Scope) -> str | None:

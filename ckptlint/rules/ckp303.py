@@ -79,7 +79,7 @@ class ReentrantUnderDdpUnusedParameters(Rule):
             return
         for hazard in context.composition.ddp_wrappings():
             summary = (
-                f"DistributedDataParallel(find_unused_parameters=True) wraps a {hazard.model} that checkpoints reentrantly: backward fails with \"Expected to mark a variable ready only once\"; "
+                f"DistributedDataParallel(find_unused_parameters=True) wraps {hazard.model}, which checkpoints reentrantly: backward fails with \"Expected to mark a variable ready only once\"; "
                 "pass use_reentrant=False to the checkpoint call or drop find_unused_parameters"
             )
             fixes = tuple(fix for call in hazard.checkpoints for fix in context.use_reentrant_false(call))
