@@ -335,7 +335,8 @@ class Composition:
         ]
         for call, _ in calls:
             qualified = self._name(call.func, scope) or ""
-            if _is_peft_wrap(qualified, call.func) and call.args and _root_name(call.args[0]) in names:
+            wrapped = call.args and _root_name(call.args[0]) in names
+            if _is_peft_wrap(qualified, call.func) and (wrapped or any(b.value is call for n in names for b in scope.bindings.get(n, []))):
                 if not any(line < call.lineno for line in enabled_at):
                     return f"wrapped by {_callee_leaf(call.func) if not qualified.endswith('from_pretrained') else 'PeftModel.from_pretrained'} at line {call.lineno}"
         frozen_whole: int | None = None
