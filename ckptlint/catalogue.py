@@ -320,3 +320,24 @@ class Catalogue:
 
 
 DEFAULT_CATALOGUE = Catalogue(BUILTIN_APIS)
+
+# Words that make a file worth analysing without a checkpoint call in it: the code around a
+# checkpointed model (CKP303-CKP305) — its DDP wrapper, `torch.autograd.grad` and
+# `torch.func` transforms, Hugging Face's enabling calls — often lives in a training script
+# that never names checkpointing. (`x.backward(inputs=...)` and `torch.func.grad` spelled
+# through `func` are found only in files analysed anyway: `backward` and `func` are too common.)
+COMPOSITION_WORDS = frozenset(
+    {
+        "DistributedDataParallel",
+        "autograd",
+        "functorch",
+        "jacrev",
+        "jacfwd",
+        "vjp",
+        "jvp",
+        "hessian",
+        "grad_and_value",
+        "gradient_checkpointing_enable",
+        "gradient_checkpointing",
+    }
+)

@@ -1,4 +1,4 @@
-"""CKP101's fixes, written with libcst and handed around as text edits.
+"""Fixes that edit one call (CKP101's `use_reentrant`, CKP305's `gradient_checkpointing_kwargs`), written with libcst and handed around as text edits.
 
 libcst parses only the files that need a fix (it is about ten times slower than `ast`, and
 importing it costs a quarter of a second, so nothing else imports this module), rewrites
@@ -22,6 +22,38 @@ class FixBuilder:
     Only the call's own text is parsed (as an expression), not its module: libcst parses about
     ten thousand lines a second, and a fix must not cost a minute in a generated 5 MB file.
     Layout inside the call (line breaks, indentation, comments) is part of that text."""
+
+    def add_keyword(self, text: str, span: tuple[int, int, int, int], keyword: str, value: str, safe: bool, description: str) -> tuple[Fix, ...]:
+        """One fix adding `keyword=value` (value as source text) to the call at `span`; none when
+        the call already passes the keyword or `**kwargs` that may carry it."""
+        node = self._call_at(text, span)
+        if node is None or any(arg.star == "**" or (arg.keyword is not None and arg.keyword.value == keyword) for arg in node.args):
+            return ()
+        try:
+            parsed = cst.parse_expression(value)
+        except cst.ParserSyntaxError:
+            return ()
+        new = cst.Arg(
+            keyword=cst.Name(keyword),
+            value=parsed,
+            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+        )
+        renderer = cst.Module(body=[], default_newline=_newline(text))
+        line, column, end_line, end_column = span
+        code = renderer.code_for_node(node.with_changes(args=_appended(node, list(node.args), new)))
+        return (Fix(SAFE if safe else UNSAFE, description, (Edit(line, column, end_line, end_column, code),)),)
+
+    def _call_at(self, text: str, span: tuple[int, int, int, int]) -> cst.Call | None:
+        line, column, end_line, end_column = span
+        starts = line_starts(text)
+        if not (0 < line <= end_line <= len(starts)):
+            return None
+        call_text = text[starts[line - 1] + column - 1 : starts[end_line - 1] + end_column - 1]
+        try:
+            node = cst.parse_expression(call_text, config=cst.PartialParserConfig(default_newline=_newline(text)))
+        except (cst.ParserSyntaxError, RecursionError, ValueError):
+            return None
+        return node if isinstance(node, cst.Call) else None
 
     def use_reentrant(self, text: str, span: tuple[int, int, int, int], position: int | None) -> tuple[Fix, ...]:
         """The CKP101 fixes for the call at `span` (1-based line, column, end line, end column in

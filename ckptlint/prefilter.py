@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from ckptlint.catalogue import LAYER_CLASS, Catalogue
+from ckptlint.catalogue import COMPOSITION_WORDS, LAYER_CLASS, Catalogue
 from ckptlint.syntax import walk
 
 _WORD = re.compile(rb"\w+")
@@ -49,7 +49,9 @@ class Names:
         return names
 
     def words(self) -> frozenset[str]:
-        return frozenset(self.functions | self.classes)
+        """What makes a file a candidate: a name that can mean checkpointing, or a word of the
+        code around a checkpointed model (catalogue.COMPOSITION_WORDS)."""
+        return frozenset(self.functions | self.classes) | COMPOSITION_WORDS
 
     def copy(self) -> Names:
         return Names(set(self.functions), set(self.classes))

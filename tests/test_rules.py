@@ -90,9 +90,11 @@ def test_runtime_confirmations_name_observable_divergences() -> None:
         "closure", "error", "recompute",
     }  # fmt: skip
     from ckptlint.runtime.ddp import DDP_CATEGORY
+    from ckptlint.runtime.differentiation import DIFFERENTIATION_CATEGORY
     from ckptlint.runtime.gradflow import CONFIRMS_NO_GRAD_INPUT, CONFIRMS_NON_POSITIONAL
 
-    observable |= {CONFIRMS_NO_GRAD_INPUT, CONFIRMS_NON_POSITIONAL, DDP_CATEGORY}  # gradient flow (runtime/gradflow.py, ddp.py)
+    # gradient flow (runtime/gradflow.py, ddp.py, differentiation.py)
+    observable |= {CONFIRMS_NO_GRAD_INPUT, CONFIRMS_NON_POSITIONAL, DDP_CATEGORY, DIFFERENTIATION_CATEGORY}
     for rule in ALL_RULES:
         assert rule.confirmed_by <= observable, rule.code
 

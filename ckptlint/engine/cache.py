@@ -36,6 +36,7 @@ from typing import Iterator, Mapping
 
 from ckptlint import __version__
 from ckptlint.finding import Finding
+from ckptlint.catalogue import COMPOSITION_WORDS
 from ckptlint.prefilter import Names
 
 CACHE_DIR_NAME = ".ckptlint_cache"
@@ -87,7 +88,7 @@ class FrozenNames:
         return cls(frozenset(names.functions), frozenset(names.classes))
 
     def words(self) -> frozenset[str]:
-        return self.functions | self.classes
+        return self.functions | self.classes | COMPOSITION_WORDS  # as Names.words()
 
     def thawed(self) -> Names:
         return Names(set(self.functions), set(self.classes))

@@ -38,6 +38,7 @@ from ckptlint.engine.discovery import ExcludeMatcher
 from ckptlint.finding import Finding
 from ckptlint.prefilter import Names
 from ckptlint.project import LoadedModule, Project, content_digest, display_path, load_source, read_content
+from ckptlint.regions.composition import Composition
 from ckptlint.regions.effects import RegionEffects
 from ckptlint.rules import ALL_RULES
 from ckptlint.source import DecodeError, SourceFile
@@ -154,7 +155,8 @@ class WorkerState:
         calls = self.finder.checkpoint_calls(symbols)
         assert symbols.checkpoint_names is not None  # checkpoint_calls sets it
         outcome.names = symbols.checkpoint_names
-        context = RuleContext(symbols, self.regions, calls, self.fix_builder)
+        composition = Composition(symbols, calls, self.finder, self.regions.inference)
+        context = RuleContext(symbols, self.regions, calls, self.fix_builder, composition)
         findings: list[Finding] = []
         for rule in self.rules:
             findings.extend(rule.check(context))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from ckptlint.symbols import ModuleSymbols
 
 if TYPE_CHECKING:
     from ckptlint.fix_builder import FixBuilder
+    from ckptlint.regions.composition import Composition
     from ckptlint.regions.effects import RegionEffects
 
 
@@ -22,6 +24,7 @@ class RuleContext:
     regions: RegionEffects
     calls: list[CheckpointCall] = field(default_factory=list)
     fix_builder: FixBuilder | None = None  # None: no fixes wanted (text output), libcst not needed
+    composition: Composition | None = None  # how the module's code uses checkpointed models (CKP303-CKP305)
 
     @staticmethod
     def site(call: CheckpointCall, chain: tuple[str, ...] = ()) -> Site:
@@ -64,3 +67,20 @@ class RuleContext:
         end_column = node.end_col_offset if node.end_col_offset is not None else node.col_offset
         span = (node.lineno, source.column(node.lineno, node.col_offset), end_line, source.column(end_line, end_column))
         return self.fix_builder.use_reentrant(source.text, span, call.api.use_reentrant_position)
+
+    def use_reentrant_false(self, call: CheckpointCall) -> tuple[Fix, ...]:
+        """The unsafe `use_reentrant=False` fix alone, for a call in this module and torch's
+        `use_reentrant` argument (CKP303/CKP304 edit the checkpoint call, not the reported line)."""
+        if call.module is not self.module or not call.api.checks_use_reentrant:
+            return ()
+        return tuple(fix for fix in self.fixes_for(call) if "use_reentrant=False" in fix.description)
+
+    def keyword_fix(self, module: ModuleSymbols, node: ast.Call, keyword: str, value: str, safe: bool, description: str) -> tuple[Fix, ...]:
+        """A fix that adds `keyword=value` to a call of this module (CKP305's gradient_checkpointing_kwargs)."""
+        if self.fix_builder is None or module is not self.module:
+            return ()
+        source = module.source
+        end_line = node.end_lineno or node.lineno
+        end_column = node.end_col_offset if node.end_col_offset is not None else node.col_offset
+        span = (node.lineno, source.column(node.lineno, node.col_offset), end_line, source.column(end_line, end_column))
+        return self.fix_builder.add_keyword(source.text, span, keyword, value, safe, description)

@@ -1,0 +1,156 @@
+"""CKP303-CKP305: each hazard fixture yields exactly its marked findings, each safe twin none,
+and the fixes edit the right call."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ckptlint.config import Config, find_config, load_config
+from ckptlint.engine import Linter
+from conftest import FIXTURES, REPO, expectations, fixture_files
+
+HAZARDS = FIXTURES / "composition" / "hazards"
+SAFE = FIXTURES / "composition" / "safe"
+CODES = {"CKP303", "CKP304", "CKP305"}
+
+
+def _cases(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.suffix == ".py" or p.is_dir())
+
+
+def _lint(path: Path):
+    return Linter(load_config(find_config(path), REPO), base=REPO).lint_paths([path], project_root=FIXTURES)
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+def test_every_hazard_has_a_safe_twin() -> None:
+    assert _cases(HAZARDS) == _cases(SAFE)
+    assert len(_cases(HAZARDS)) >= 4
+
+
+@pytest.mark.parametrize("name", _cases(HAZARDS))
+def test_hazard_fixture_yields_its_marked_findings(name: str) -> None:
+    path = HAZARDS / name
+    files = [path] if path.is_file() else fixture_files(path)
+    result = _lint(path)
+    expected = {(_relative(f), *e) for f in files for e in expectations(f)[0]}
+    actual = {(f.path, f.code, f.line, f.column) for f in result.findings}
+    assert actual == expected
+    assert {code for _, code, _, _ in expected} & CODES
+
+
+@pytest.mark.parametrize("name", _cases(SAFE))
+def test_safe_twin_is_silent(name: str) -> None:
+    result = _lint(SAFE / name)
+    assert [(f.path, f.line, f.code) for f in result.findings] == []
+
+
+def test_ddp_finding_names_the_model_and_the_checkpoint_call_in_another_file() -> None:
+    result = _lint(HAZARDS / "ddp_project")
+    [finding] = [f for f in result.findings if f.code == "CKP303"]
+    assert finding.path == "fixtures/composition/hazards/ddp_project/launch.py"
+    assert "wraps Encoder, which checkpoints reentrantly" in finding.message
+    assert [(s.path, s.line) for s in finding.sites] == [("fixtures/composition/hazards/ddp_project/blocks.py", 12)]
+    assert finding.fixes == ()  # the checkpoint call is in another file
+
+
+def _findings(source: str, code: str):
+    base = Path.cwd()
+    target = base / "example.py"
+    linter = Linter(Config(root=base, libraries=False), overlays={target: textwrap.dedent(source)}, base=base, want_fixes=True)
+    return [f for f in linter.lint_files([target]).findings if f.code == code]
+
+
+def test_ckp303_fix_makes_the_checkpoint_call_non_reentrant_and_is_unsafe() -> None:
+    source = """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+        from torch.utils.checkpoint import checkpoint
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return checkpoint(self.block, x)
+
+        ddp = DistributedDataParallel(Net(), find_unused_parameters=True)
+    """
+    [finding] = _findings(source, "CKP303")
+    [fix] = finding.fixes
+    assert fix.applicability == "unsafe"
+    [edit] = fix.edits
+    assert (edit.line, edit.content) == (8, "checkpoint(self.block, x, use_reentrant=False)")
+
+
+def test_ckp304_fix_edits_the_checkpoint_call_not_the_grad_call() -> None:
+    source = """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+        def penalty(block, x):
+            y = checkpoint(block, x, use_reentrant=True)
+            return torch.autograd.grad(y.sum(), x)
+    """
+    [finding] = _findings(source, "CKP304")
+    assert (finding.line, finding.column) == (7, 12)
+    [edit] = finding.fixes[0].edits
+    assert (edit.line, edit.content) == (6, "checkpoint(block, x, use_reentrant=False)")
+
+
+def test_ckp304_torch_func_has_no_use_reentrant_fix() -> None:
+    source = """
+        from torch.func import grad
+        from torch.utils.checkpoint import checkpoint
+
+        def per_sample(block, x):
+            return grad(lambda v: checkpoint(block, v, use_reentrant=False).sum())(x)
+    """
+    [finding] = _findings(source, "CKP304")
+    assert "either mode" in finding.message and finding.fixes == ()
+
+
+def test_ckp305_fix_adds_non_reentrant_kwargs_and_is_safe() -> None:
+    source = """
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained("m")
+        model = get_peft_model(model, LoraConfig(r=8))
+        model.gradient_checkpointing_enable()
+    """
+    [finding] = _findings(source, "CKP305")
+    assert "transformers' default before 5.x" in finding.message
+    [fix] = finding.fixes
+    assert fix.applicability == "safe"
+    [edit] = fix.edits
+    assert edit.content == 'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})'
+
+
+def test_ckp305_explicit_reentrant_kwargs_get_no_fix() -> None:
+    source = """
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM
+
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained("m"), LoraConfig(r=8))
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    """
+    [finding] = _findings(source, "CKP305")
+    assert "use_reentrant=True in gradient_checkpointing_kwargs" in finding.message and finding.fixes == ()
+
+
+def test_a_training_script_without_checkpoint_words_is_analysed_for_its_ddp_wrapper(tmp_path: Path) -> None:
+    (tmp_path / "blocks.py").write_text(
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\n\n"
+        "class Block(torch.nn.Module):\n    def forward(self, x):\n        return checkpoint(self.f, x, use_reentrant=True)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "from torch.nn.parallel import DistributedDataParallel\nfrom blocks import Block\n\n"
+        "model = DistributedDataParallel(Block(), find_unused_parameters=True)\n"
+    )
+    config = Config(root=tmp_path, libraries=False)
+    result = Linter(config, base=tmp_path).lint_paths([tmp_path / "train.py"], project_root=tmp_path)
+    assert [(f.path, f.code, f.line) for f in result.findings] == [("train.py", "CKP303", 4)]
