@@ -151,9 +151,11 @@ def test_checkpoint_call_inside_a_lambda_is_no_internal_error(tmp_path: Path) ->
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "step.py").write_text(
         "import torch\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
-        "def run(block, x, reentrant):\n"
+        "def run(x, reentrant, transform):\n"
+        "    block = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh())\n"
         "    region = lambda v: checkpoint(block, v, use_reentrant=reentrant)  # noqa: E731\n"
-        "    return torch.func.grad(lambda v: region(v).sum())(x)\n"
+        "    if transform == 'grad':\n"
+        "        torch.func.grad(lambda v: region(v).sum())(x)\n"
     )
     completed = run_cli("step.py", "--no-cache", cwd=tmp_path)
     assert "internal error" not in completed.stderr.decode(), completed.stderr.decode()
