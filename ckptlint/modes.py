@@ -173,3 +173,12 @@ def _switch(api: CheckpointAPI, library: str) -> str:
 
 def _name(reentrant: bool) -> str:
     return "reentrant" if reentrant else "non-reentrant"
+
+
+def hugging_face_enabling_default(versions: Versions) -> CallMode:
+    """The mode `gradient_checkpointing_enable()` chooses when not told (no
+    `gradient_checkpointing_kwargs` with `use_reentrant`): the transformers helper's, by version."""
+    from ckptlint.catalogue import BUILTIN_APIS
+
+    helper = next(api for api in BUILTIN_APIS if api.name == "._gradient_checkpointing_func")
+    return _versioned_mode(helper, "transformers", versions)

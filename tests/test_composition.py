@@ -123,7 +123,7 @@ def test_ckp305_fix_adds_non_reentrant_kwargs_and_is_safe() -> None:
         model.gradient_checkpointing_enable()
     """
     [finding] = _findings(source, "CKP305")
-    assert "transformers' default before 5.x" in finding.message
+    assert "transformers version unknown, so its default before 5.0" in finding.message
     [fix] = finding.fixes
     assert fix.applicability == "safe"
     [edit] = fix.edits
@@ -154,3 +154,24 @@ def test_a_training_script_without_checkpoint_words_is_analysed_for_its_ddp_wrap
     config = Config(root=tmp_path, libraries=False)
     result = Linter(config, base=tmp_path).lint_paths([tmp_path / "train.py"], project_root=tmp_path)
     assert [(f.path, f.code, f.line) for f in result.findings] == [("train.py", "CKP303", 4)]
+
+
+@pytest.mark.parametrize(("version", "reported"), [("4.57.0", True), ("5.2.0", False), (None, True)])
+def test_ckp305_follows_the_transformers_version(tmp_path: Path, version: str | None, reported: bool) -> None:
+    """transformers 5.x checkpoints non-reentrantly when not told: no CKP305 there; 4.x and an
+    unknown version (the conservative default) are reentrant, and the message says which."""
+    from conftest import run_cli
+
+    table = f'[tool.ckptlint]\ntarget-versions = {{ transformers = "{version}" }}\n' if version else "[tool.ckptlint]\n"
+    (tmp_path / "pyproject.toml").write_text(table)
+    (tmp_path / "train.py").write_text((HAZARDS / "hf_peft_reentrant.py").read_text())
+    completed = run_cli("train.py", "--select", "CKP305", "--no-cache", "--no-libraries", cwd=tmp_path)
+    found = [line for line in completed.stdout.decode().splitlines() if "CKP305" in line]
+    explicit = [line for line in found if "use_reentrant=True in gradient_checkpointing_kwargs" in line]
+    lines = [line for line in found if line not in explicit]  # the mode left to the version
+    assert len(explicit) == 1, found  # an explicit use_reentrant=True is reentrant in every version
+    assert bool(lines) == reported, completed.stdout.decode() + completed.stderr.decode()
+    if version == "4.57.0":
+        assert "reentrant: transformers 4.57.0 from target-versions" in lines[0], lines[0]
+    if version is None:
+        assert "transformers version unknown" in lines[0], lines[0]

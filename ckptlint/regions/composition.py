@@ -19,9 +19,11 @@ from typing import Iterable, Iterator
 from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import LAYER_CLASS
 from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.modes import hugging_face_enabling_default
 from ckptlint.regions.inference import TypeInference
 from ckptlint.regions.values import ClassType, Types
 from ckptlint.symbols import ASSIGN, DEF, UNPACK, ModuleSymbols, Scope
+from ckptlint.versions import Versions
 
 DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"})
 AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
@@ -63,7 +65,9 @@ class EnablingHazard:
     fixable: bool  # no gradient_checkpointing_kwargs given: the fix can add them
 
 
-def hf_enabling_reentrant(keywords: dict[str, ast.expr], positional: ast.expr | None = None) -> tuple[bool | None, str]:
+def hf_enabling_reentrant(
+    keywords: dict[str, ast.expr], versions: Versions, positional: ast.expr | None = None
+) -> tuple[bool | None, str]:
     """Whether a Hugging Face enabling call checkpoints reentrantly, and why (for the message).
 
     The one place that decides it: `gradient_checkpointing_kwargs={"use_reentrant": ...}` given
@@ -71,9 +75,10 @@ def hf_enabling_reentrant(keywords: dict[str, ast.expr], positional: ast.expr | 
     5.x line uses `use_reentrant=True`, 5.x does not; until the detected version is known here,
     omitted counts as reentrant and the message says so. A variable: unknown (None)."""
     value = keywords.get("gradient_checkpointing_kwargs", positional)
-    default = "reentrant by transformers' default before 5.x (gradient_checkpointing_kwargs not given)"
+    chosen = hugging_face_enabling_default(versions)  # the detected transformers version decides (modes.py)
+    default = (chosen.reentrant, f"{chosen.describe()} (gradient_checkpointing_kwargs not given)")
     if value is None or (isinstance(value, ast.Constant) and value.value is None):
-        return True, default
+        return default
     if isinstance(value, ast.Dict):
         for key, item in zip(value.keys, value.values):
             if isinstance(key, ast.Constant) and key.value == "use_reentrant":
@@ -82,7 +87,7 @@ def hf_enabling_reentrant(keywords: dict[str, ast.expr], positional: ast.expr | 
                 return None, ""
             if key is None:
                 return None, ""  # `{**other}` may carry it
-        return True, "reentrant by transformers' default before 5.x (gradient_checkpointing_kwargs without use_reentrant)"
+        return chosen.reentrant, f"{chosen.describe()} (gradient_checkpointing_kwargs without use_reentrant)"
     return None, ""
 
 
@@ -272,7 +277,7 @@ class Composition:
                 keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
                 if any(k.arg is None for k in call.keywords):
                     continue
-                reentrant, mode = hf_enabling_reentrant(keywords, call.args[0] if call.args else None)
+                reentrant, mode = hf_enabling_reentrant(keywords, self.finder.versions, call.args[0] if call.args else None)
                 why = self._no_input_grad(names, scope, calls) if reentrant else None
                 if why is not None:
                     text = f"{ast.unparse(func)}()"
@@ -281,7 +286,7 @@ class Composition:
                 if any(k.arg is None for k in call.keywords):
                     continue
                 keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
-                reentrant, mode = hf_enabling_reentrant(keywords)
+                reentrant, mode = hf_enabling_reentrant(keywords, self.finder.versions)
                 if not reentrant:
                     continue
                 for names in self._function_hf_models(calls):
