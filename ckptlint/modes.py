@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ckptlint.catalogue import (
+    BUILTIN_APIS,
     DYNAMIC,
     FALSE,
     FROM_ARGUMENT,
@@ -178,7 +179,5 @@ def _name(reentrant: bool) -> str:
 def hugging_face_enabling_default(versions: Versions) -> CallMode:
     """The mode `gradient_checkpointing_enable()` chooses when not told (no
     `gradient_checkpointing_kwargs` with `use_reentrant`): the transformers helper's, by version."""
-    from ckptlint.catalogue import BUILTIN_APIS
-
     helper = next(api for api in BUILTIN_APIS if api.name == "._gradient_checkpointing_func")
     return _versioned_mode(helper, "transformers", versions)

@@ -105,12 +105,6 @@ class UntrackedTensor:
     reason: Reason | None = None  # why it can require grad (None for RAISES)
 
 
-def reentrant(call: CheckpointCall) -> bool | None:
-    """Whether the call replays with the reentrant implementation (None: unknown), as the
-    API, the call's arguments and the detected library versions decide (modes.py)."""
-    return call.reentrant
-
-
 def reentrant_because(call: CheckpointCall) -> str:
     """What decided the mode, for messages."""
     flag = call.use_reentrant
@@ -136,7 +130,7 @@ class GradFlow:
         """The positional tensor inputs, each with why it cannot require grad, when *all* are known
         not to (and at least one is a tensor); otherwise empty."""
         inputs = self._positional_inputs(call)
-        if not inputs or reentrant(call) is not True or not self._may_hold_parameters(call):
+        if not inputs or call.reentrant is not True or not self._may_hold_parameters(call):
             return []
         found: list[NoGradInput] = []
         for argument in inputs:
@@ -165,7 +159,7 @@ class GradFlow:
     # -- CKP302 ---------------------------------------------------------------
 
     def untracked_tensors(self, call: CheckpointCall) -> list[UntrackedTensor]:
-        if reentrant(call) is not True:
+        if call.reentrant is not True:
             return []
         found: list[UntrackedTensor] = []
         if call.api.name in _REJECTS_KEYWORDS:
