@@ -11,7 +11,7 @@ is a CKP000).
 from __future__ import annotations
 
 import ast
-from typing import Callable
+from typing import Callable, Iterator
 import sys
 import warnings
 
@@ -154,3 +154,25 @@ def walk_branches(root: ast.AST) -> list[ast.AST]:
         append(node, nodes)
         index += 1
     return nodes
+
+
+def keyword_value(call: ast.Call, name: str) -> ast.expr | None:
+    """The value passed as `name=` to `call`, or None."""
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    return None
+
+
+def own_statements(function: ast.AST) -> Iterator[ast.stmt]:
+    """A def's statements at any depth, not those of functions or classes nested in it."""
+    stack = list(getattr(function, "body", []))
+    while stack:
+        statement = stack.pop()
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        yield statement
+        for field in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(statement, field, []))
+        for handler in getattr(statement, "handlers", []):
+            stack.extend(handler.body)

@@ -142,6 +142,40 @@ def test_ckp305_explicit_reentrant_kwargs_get_no_fix() -> None:
     assert "use_reentrant=True in gradient_checkpointing_kwargs" in finding.message and finding.fixes == ()
 
 
+def test_ckp305_trainer_from_the_command_line_names_the_flag_and_offers_no_fix() -> None:
+    """The Trainer enables checkpointing from parsed arguments: the finding says which flag turns
+    it on and where the function reads it; there is no keyword to add at the Trainer call."""
+    source = """
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM, HfArgumentParser, Trainer, TrainingArguments
+
+        def main():
+            (args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()
+            model = get_peft_model(AutoModelForCausalLM.from_pretrained("m"), LoraConfig(r=8))
+            model.config.use_cache = not args.gradient_checkpointing
+            Trainer(model, args).train()
+    """
+    [finding] = _findings(source, "CKP305")
+    assert finding.line == 9
+    assert "Trainer(args=args), which enables gradient checkpointing when args.gradient_checkpointing (read at line 8) is set" in finding.message
+    assert "wrapped by get_peft_model at line 7" in finding.message and finding.fixes == ()
+
+
+def test_ckp305_trainer_is_silent_when_the_flag_is_never_read() -> None:
+    """Every Trainer has the flag; a function that never looks at it gives no sign that
+    checkpointing is meant, so nothing is reported (precision over a guess)."""
+    source = """
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM, HfArgumentParser, Trainer, TrainingArguments
+
+        def main():
+            (args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()
+            model = get_peft_model(AutoModelForCausalLM.from_pretrained("m"), LoraConfig(r=8))
+            Trainer(model=model, args=args).train()
+    """
+    assert _findings(source, "CKP305") == []
+
+
 def test_a_training_script_without_checkpoint_words_is_analysed_for_its_ddp_wrapper(tmp_path: Path) -> None:
     (tmp_path / "blocks.py").write_text(
         "import torch\nfrom torch.utils.checkpoint import checkpoint\n\n"

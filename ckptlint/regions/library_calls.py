@@ -30,6 +30,7 @@ from ckptlint.regions.values import (
     element_types,
     ordered,
 )
+from ckptlint.syntax import keyword_value
 
 if TYPE_CHECKING:
     from ckptlint.regions.interpreter import FunctionInterpreter
@@ -107,7 +108,7 @@ class LibraryCalls:
         if name.startswith("torch.nn.init.") and name.endswith("_") and arguments:
             run.mutate(arguments[0], node, f"in-place `{callee}()` on", tensor=True)
         short = torch_api.short_name(name)
-        device = _keyword(node, "device")
+        device = keyword_value(node, "device")
         described = self._explicit_device(run, device) if device is not None and short in torch_api.TORCH_FACTORIES else None
         if described is not None:
             run.add(DEVICE_MOVE, node, "factory", callee=callee, device=described)
@@ -121,7 +122,7 @@ class LibraryCalls:
 
     def _functional_batch_norm(self, run: FunctionInterpreter, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> None:
         running = keywords.get("running_mean") or (arguments[1] if len(arguments) > 1 else None)
-        training = _keyword(node, "training")
+        training = keyword_value(node, "training")
         if training is None and len(node.args) > 5:
             training = node.args[5]
         if running is not None and running.outlives_region and not (isinstance(training, ast.Constant) and not training.value):
@@ -147,7 +148,7 @@ class LibraryCalls:
             run.add(DEVICE_MOVE, node, "method", method=method, subject=subject)
             return LOCAL_VALUE
         if method == "to":
-            device = node.args[0] if node.args else _keyword(node, "device")
+            device = node.args[0] if node.args else keyword_value(node, "device")
             described = self._explicit_device(run, device) if device is not None else None
             if described is not None:
                 run.add(DEVICE_MOVE, node, "to", subject=subject, device=described)
@@ -243,15 +244,8 @@ def _drawn(callee: str) -> Value:
     return Value(volatile=frozenset({Volatility(f"a random draw (`{callee}()`)")}))
 
 
-def _keyword(node: ast.Call, name: str) -> ast.expr | None:
-    for keyword in node.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    return None
-
-
 def _has_dropout(node: ast.Call) -> bool:
-    dropout = _keyword(node, "dropout_p")
+    dropout = keyword_value(node, "dropout_p")
     if dropout is None and len(node.args) > 4:
         dropout = node.args[4]
     return dropout is not None and not (isinstance(dropout, ast.Constant) and not dropout.value)

@@ -28,11 +28,18 @@ class ReentrantHfCheckpointingWithoutInputGrads(Rule):
         is already on) registers a hook that makes the embeddings' output require grad;
         non-reentrant checkpointing does not need it.
 
-        Reported at `gradient_checkpointing_enable()` or `TrainingArguments(gradient_checkpointing=True)`
-        in a function that builds the model with `from_pretrained` and wraps it with
-        `get_peft_model` / `PeftModel.from_pretrained` (with checkpointing still off at the
-        wrap), freezes its embeddings, or freezes it whole and unfreezes layers, and never
-        calls `enable_input_require_grads()` or `prepare_model_for_kbit_training`. The mode:
+        Reported at `gradient_checkpointing_enable()`, at `TrainingArguments(gradient_checkpointing=True)`,
+        or at a `Trainer` (or a project subclass) given parsed training arguments whose
+        `gradient_checkpointing` flag the function reads (the command line turns it on and
+        the Trainer enables checkpointing), in a function that builds the model with
+        `from_pretrained` and wraps it with `get_peft_model` / `PeftModel.from_pretrained`
+        (with checkpointing still off at the wrap), freezes its embeddings, or freezes it
+        whole and unfreezes layers. `enable_input_require_grads()`,
+        `prepare_model_for_kbit_training`, a forward hook on the input embeddings, or a project
+        function that calls one of them silences it where it always runs with the hazard: not
+        under an `if` that the enabling call and the wrap are outside of (a preparation for
+        quantised models only leaves the 16-bit LoRA path bare), except an `if` about
+        gradient checkpointing itself. The mode:
         `gradient_checkpointing_kwargs={"use_reentrant": False}` is non-reentrant; without it,
         transformers before 5.x checkpoints reentrantly (5.x does not), and the message says
         which was assumed.
@@ -63,7 +70,8 @@ class ReentrantHfCheckpointingWithoutInputGrads(Rule):
     remedy = """
         Pass `gradient_checkpointing_kwargs={"use_reentrant": False}` (to the enabling call or
         to `TrainingArguments`), or call `model.enable_input_require_grads()` before training.
-        `ckptlint --fix` adds the keyword when the call passes no `gradient_checkpointing_kwargs`
+        For a Trainer, pass `--gradient_checkpointing_kwargs '{"use_reentrant": false}'` or set
+        it on the parsed arguments. `ckptlint --fix` adds the keyword when the call passes no `gradient_checkpointing_kwargs`
         (safe: the call is local to this script, and the layers that got no gradient get one).
     """
 
