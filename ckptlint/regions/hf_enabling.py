@@ -244,7 +244,7 @@ class _Function:
             qualified = self.owner.name(call.func, scope) or ""
             wrapped = call.args and _root_name(call.args[0]) in names
             if _is_peft_wrap(qualified, call.func) and (wrapped or any(b.value is call for n in names for b in scope.bindings.get(n, []))):
-                if not any(line < call.lineno for line in self.enabled_at):
+                if not any(line < call.lineno for line in self.enabled_at) and not self._trains_embeddings(call, scope):
                     how = "PeftModel.from_pretrained" if qualified.endswith("from_pretrained") else _callee_leaf(call.func)
                     return _Reason(f"wrapped by {how} at line {call.lineno}", call)
         frozen_whole: ast.AST | None = None
@@ -278,6 +278,22 @@ class _Function:
             if flag is True and looped is not None and _root_name(looped) in names and _names_layers(looped):
                 return _Reason(f"{frozen} with layers unfrozen at line {loop.lineno}", frozen_whole)
         return None
+
+    def _trains_embeddings(self, wrap: ast.Call, scope: Scope) -> bool:
+        """Whether the PEFT config may keep the embeddings trainable (`modules_to_save` naming
+        them, or not a literal list): then their output requires grad and the layers get it."""
+        config = keyword_value(wrap, "peft_config") or (wrap.args[1] if len(wrap.args) > 1 else None)
+        if isinstance(config, ast.Name):
+            bound = [b.value for b in scope.bindings.get(config.id, []) if b.kind == ASSIGN]
+            config = bound[0] if len(bound) == 1 else None
+        if not isinstance(config, ast.Call):
+            return False
+        saved = keyword_value(config, "modules_to_save")
+        if saved is None or (isinstance(saved, ast.Constant) and saved.value is None):
+            return False
+        if not isinstance(saved, (ast.List, ast.Tuple)):
+            return True  # read from the command line: it may name them
+        return any(not isinstance(item, ast.Constant) or _is_embedding_name(str(item.value)) for item in saved.elts)
 
     # -- conditions ----------------------------------------------------------------------------
 
@@ -385,9 +401,13 @@ def _root_name(expr: ast.expr) -> str | None:
 
 def _mentions_embeddings(expr: ast.expr) -> bool:
     for node in ast.walk(expr):
-        if isinstance(node, ast.Attribute) and ("embed" in node.attr or node.attr == "wte" or node.attr == "get_input_embeddings"):
+        if isinstance(node, ast.Attribute) and _is_embedding_name(node.attr):
             return True
     return False
+
+
+def _is_embedding_name(name: str) -> bool:
+    return "embed" in name or name == "wte"
 
 
 def _names_layers(expr: ast.expr) -> bool:
