@@ -446,7 +446,8 @@ class Project:
             if binding.kind in (DEF, CLASSDEF):
                 return name
             resolved = module.binding_qualified_name(binding)
-            if resolved is None:
-                return name
+            own = f"{module.name}.{rest[0]}"
+            if resolved is None or resolved.startswith(f"{own}."):
+                return name  # `model = model.module` rebinds the name to a part of itself: no alias to follow
             name = ".".join([resolved, *rest[1:]])
         return name

@@ -37,7 +37,7 @@ def fixture_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def run_cli(*args: str, cwd: Path = REPO, input: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cwd: Path = REPO, input: bytes | None = None, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run the real command line in a subprocess."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
@@ -46,7 +46,7 @@ def run_cli(*args: str, cwd: Path = REPO, input: bytes | None = None, env: dict 
         input=input,
         capture_output=True,
         env=full_env,
-        timeout=300,
+        timeout=timeout,
     )
 
 

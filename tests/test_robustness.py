@@ -160,3 +160,17 @@ def test_checkpoint_call_inside_a_lambda_is_no_internal_error(tmp_path: Path) ->
     completed = run_cli("step.py", "--no-cache", cwd=tmp_path)
     assert "internal error" not in completed.stderr.decode(), completed.stderr.decode()
     assert completed.returncode in (0, 1), completed.stderr.decode()
+
+
+def test_a_module_level_name_rebound_to_its_own_attribute_is_no_endless_alias(tmp_path: Path) -> None:
+    """`model = model.module` at module level (unwrapping DDP in a script) once made name
+    resolution follow `model` to `model.module`, then to `model.module.module`, for ever."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\n"
+        "model = DDP(torch.nn.Linear(3, 3), find_unused_parameters=True)\n"
+        "model = model.module\n"
+        "model.forward(torch.ones(3))\n"
+    )
+    completed = run_cli("train.py", "--no-cache", cwd=tmp_path, timeout=60)
+    assert completed.returncode == 0, completed.stdout.decode() + completed.stderr.decode()
