@@ -27,7 +27,14 @@ from ckptlint.syntax import keyword_value, own_statements
 from ckptlint.versions import Versions
 
 HF_MODEL_PACKAGES = ("transformers.", "peft.")
-INPUT_GRAD_PREPARERS = frozenset({"enable_input_require_grads", "prepare_model_for_kbit_training", "prepare_model_for_int8_training"})
+INPUT_GRAD_PREPARERS = frozenset(
+    {
+        "enable_input_require_grads",
+        "prepare_model_for_kbit_training",
+        "prepare_model_for_int8_training",
+        "prepare_model_for_gradient_checkpointing",  # PeftModel's own, which calls enable_input_require_grads
+    }
+)
 # trainers that call `model.gradient_checkpointing_enable()` when `args.gradient_checkpointing` is set
 TRAINERS = frozenset(
     {"transformers.Trainer", "transformers.Seq2SeqTrainer", "transformers.trainer.Trainer", "transformers.trainer_seq2seq.Seq2SeqTrainer"}
@@ -144,7 +151,9 @@ class _Function:
                 continue
             for names in model_names:
                 reason = self._no_input_grad(names, scope)
-                if reason is not None and not any(self._covers(p, (call, reason.node)) for p in preparers):
+                if reason is None or self._exclusive(call, reason.node):
+                    continue
+                if not any(self._covers(p, (call, reason.node)) for p in preparers):
                     yield EnablingHazard(call, what, reason.why, mode, fixable)
                     break
 
@@ -311,6 +320,12 @@ class _Function:
             return False
         return True
 
+    def _exclusive(self, one: ast.AST, other: ast.AST) -> bool:
+        """Whether the two never run in the same call: `if args.use_lora:` around the wrap and
+        `if not args.use_lora:` around the enabling (a script that knows the combination fails)."""
+        held = {fact for test, side in self._around(one) for fact in _facts(test, side)}
+        return any((key, not holds) in held for test, side in self._around(other) for key, holds in _facts(test, side))
+
     def _around(self, node: ast.AST) -> list[tuple[ast.expr, bool]]:
         line = getattr(node, "lineno", 0)
         return [(test, side) for test, side, first, last in self.branches if first <= line <= last]
@@ -324,6 +339,22 @@ def _branches(function: ast.AST) -> Iterator[tuple[ast.expr, bool, int, int]]:
             for side, body in ((True, statement.body), (False, statement.orelse)):
                 if body:
                     yield statement.test, side, body[0].lineno, body[-1].end_lineno or body[-1].lineno
+
+
+def _facts(test: ast.expr, holds: bool) -> set[tuple[str, bool]]:
+    """What is certain inside a branch: each part of an `and` that holds (or of an `or` that
+    does not), as (the part's dump, whether it is true); `!=` and `is not` read as `==` and
+    `is` that are false."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _facts(test.operand, not holds)
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.And) == holds:
+            return {fact for value in test.values for fact in _facts(value, holds)}
+        return set()  # a disjunction that holds (or a conjunction that fails) fixes no single part
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
+        positive = ast.Eq() if isinstance(test.ops[0], ast.NotEq) else ast.Is()
+        return {(ast.dump(ast.Compare(test.left, [positive], test.comparators)), not holds)}
+    return {(ast.dump(test), holds)}
 
 
 def _builds_arguments(value: ast.AST | None) -> bool:

@@ -110,5 +110,7 @@ class TensorOutsidePositionalInputs(Rule):
                     continue
                 why = WHY[tensor.reason.kind].format(detail=tensor.reason.detail, line=tensor.reason.line)
                 parts.append(f"{route} is {why}; {CONSEQUENCES[tensor.consequence]}")
-            summary = f"reentrant checkpoint ({context.reentrant_because(call)}) reached by a tensor that is not a positional input: " + "; ".join(parts)
+            keywords_only = all(tensor.consequence == "raises" for tensor in found)  # any keyword raises, tensor or not
+            what = "a keyword argument for the region" if keywords_only else "a tensor that is not a positional input"
+            summary = f"reentrant checkpoint ({context.reentrant_because(call)}) reached by {what}: " + "; ".join(parts)
             yield finding_at(call.module, call.node, self.code, summary, fixes=context.non_reentrant_fix(call))
