@@ -131,6 +131,37 @@ def test_ddp_find_unused_parameters_with_a_reentrant_checkpoint_marks_a_variable
     _ddp_step(reentrant=True, find_unused=False)  # safe twin: no unused-parameter search
 
 
+class _SharedNorm(torch.nn.Module):
+    """The fixtures' SharedNorm, or with `looped` a module checkpointed in two reentrant regions."""
+
+    def __init__(self, looped: bool) -> None:
+        super().__init__()
+        self.stem = torch.nn.Linear(4, 4)
+        self.norm = torch.nn.LayerNorm(4)
+        self.looped = looped
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = checkpoint(self.norm, self.stem(x), use_reentrant=True)
+        if self.looped:
+            return checkpoint(self.norm, hidden, use_reentrant=True).sum()
+        return self.norm(hidden).sum()
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize(("looped", "static_graph", "fails"), [(False, False, True), (False, True, False), (True, False, True), (True, True, False)])
+def test_ddp_parameter_reached_inside_and_outside_a_reentrant_region(one_process_group, looped: bool, static_graph: bool, fails: bool) -> None:
+    """Called inside its reentrant region and outside it, a module's parameters are marked ready
+    twice (CKP303 without find_unused_parameters), and so is one checkpointed in two reentrant
+    regions; static_graph=True lets DDP see both."""
+    model = torch.nn.parallel.DistributedDataParallel(_SharedNorm(looped), static_graph=static_graph)
+    for _ in range(2):
+        if fails:
+            with pytest.raises(RuntimeError, match="Expected to mark a variable ready only once"):
+                model(torch.randn(2, 4)).backward()
+            return
+        model(torch.randn(2, 4)).backward()
+
+
 # -- CKP305 ---------------------------------------------------------------------------------
 
 

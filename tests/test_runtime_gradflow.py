@@ -129,18 +129,18 @@ def test_the_reasons_confirm_ckp301_and_ckp302_at_the_call() -> None:
     assert item["status"] == "not triggered as driven"
 
 
-def _confirm_ddp(tmp_path: Path, mode: str, find_unused: str) -> tuple[str, dict[str, Any]]:
+def _confirm_ddp(tmp_path: Path, mode: str, find_unused: str, shape: str = "plain") -> tuple[str, dict[str, Any]]:
     report_file = tmp_path / "report.json"
     completed = subprocess.run(
-        [sys.executable, "-m", "ckptlint", "confirm", "--exit-zero", "--report", str(report_file), str(DDP_STEP), mode, find_unused],
+        [sys.executable, "-m", "ckptlint", "confirm", "--exit-zero", "--report", str(report_file), str(DDP_STEP), mode, find_unused, shape],
         capture_output=True, text=True, timeout=180, cwd=REPO,  # bounded: a hung rendezvous fails the test
     )
     assert report_file.exists(), completed.stderr
     return completed.stdout, json.loads(report_file.read_text())
 
 
-def _plain_ddp(mode: str, find_unused: str) -> str:
-    return subprocess.run([sys.executable, str(DDP_STEP), mode, find_unused], capture_output=True, text=True, timeout=120, check=True).stdout
+def _plain_ddp(mode: str, find_unused: str, shape: str = "plain") -> str:
+    return subprocess.run([sys.executable, str(DDP_STEP), mode, find_unused, shape], capture_output=True, text=True, timeout=120, check=True).stdout
 
 
 def test_ddp_find_unused_parameters_with_reentrant_checkpoint(tmp_path: Path) -> None:
@@ -162,6 +162,26 @@ def test_ddp_find_unused_parameters_with_reentrant_checkpoint(tmp_path: Path) ->
     finding = {"path": str(DDP_STEP), "line": DDP_LINE, "column": 17, "code": "CKP303", "message": ""}
     [item], _ = join_module.join([record], [finding], "/")
     assert item["status"] == "confirmed"
+
+
+def test_ddp_parameter_reached_inside_and_outside_a_reentrant_region(tmp_path: Path) -> None:
+    """No find_unused_parameters: the norm is a reentrant region and is applied again outside it.
+    The user's run fails the same with and without the companion, which names the cause and
+    joins it to CKP303 where the DDP was built; non-reentrant, the same model trains."""
+    stdout, report = _confirm_ddp(tmp_path, "reentrant", "0", "shared")
+    assert stdout == _plain_ddp("reentrant", "0", "shared") == "raised: Expected to mark a variable ready only once\n"
+    [data] = report["records"]
+    assert data["verdict"] == "error"
+    [reason] = [r for r in data["reasons"] if r["category"] == DDP_CATEGORY]
+    assert "inside the region and outside it; CKP303" in reason["detail"]
+    assert data["ddp"] == {"constructed_at": {"path": str(DDP_STEP), "line": DDP_LINE, "column": 17}, "find_unused_parameters": False, "static_graph": False}
+    record = Record(**{key: data[key] for key in ("site", "region", "api", "flags", "device", "verdict", "reasons", "ddp")})
+    finding = {"path": str(DDP_STEP), "line": DDP_LINE, "column": 17, "code": "CKP303", "message": ""}
+    [item], _ = join_module.join([record], [finding], "/")
+    assert item["status"] == "confirmed"
+    twin, twin_report = _confirm_ddp(tmp_path, "non-reentrant", "0", "shared")
+    assert twin.startswith("ok") and twin == _plain_ddp("non-reentrant", "0", "shared")
+    assert not [r for r in twin_report["records"][0]["reasons"] if r["category"] == DDP_CATEGORY]
 
 
 @pytest.mark.parametrize(("mode", "find_unused", "verdict"), [("non-reentrant", "1", "not replayed"), ("reentrant", "0", "equivalent")])

@@ -48,6 +48,7 @@ class ModelHazard:
     checkpoints: tuple[CheckpointCall, ...]
     model: str  # the model class, or "" when the checkpoint call is in the same function
     every_mode: bool = False  # a transform that fails on non-reentrant regions too
+    reached_twice: str = ""  # DDP without find_unused_parameters: `self.norm` (line 12) also called outside its region (line 15)
 
 
 class Composition:
@@ -67,18 +68,50 @@ class Composition:
 
     def ddp_wrappings(self) -> Iterator[ModelHazard]:
         """`DistributedDataParallel(model, find_unused_parameters=True)` around a model whose
-        code checkpoints reentrantly."""
+        code checkpoints reentrantly; without it (and without `static_graph=True`), a model
+        whose reentrant region's module is also called outside the region: its parameters are
+        marked ready by the outer backward and again by the region's inner one."""
         for call, scope in self.module.calls:
-            find_unused = keyword_value(call, "find_unused_parameters")
-            if self._name(call.func, scope) not in DDP or not (isinstance(find_unused, ast.Constant) and find_unused.value is True):
+            if self._name(call.func, scope) not in DDP:
                 continue
             model = call.args[0] if call.args else keyword_value(call, "module")
             if model is None:
                 continue
+            find_unused = _literal(call, "find_unused_parameters", False)
             types = self.inference.types(model, self.module, scope)
-            checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
-            if checkpoints:
-                yield ModelHazard(call, "DistributedDataParallel", checkpoints, name)
+            if find_unused is True:
+                checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
+                if checkpoints:
+                    yield ModelHazard(call, "DistributedDataParallel", checkpoints, name)
+            elif find_unused is False and _literal(call, "static_graph", False) is False:
+                checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
+                for checkpoint_call in checkpoints:
+                    twice = self._reached_twice(checkpoint_call)
+                    if twice:
+                        yield ModelHazard(call, "DistributedDataParallel", (checkpoint_call,), name, reached_twice=twice)
+                        break
+
+    def _reached_twice(self, call: CheckpointCall) -> str:
+        """How a reentrant region `self.norm` reaches its parameters more than once per step:
+        the class also calls `self.norm(...)` outside a region, checkpoints it in another call,
+        or checkpoints it on every pass of a loop. Each makes DDP mark them ready twice."""
+        region = call.region
+        owner = _enclosing_class_scope(call.scope)
+        if not (isinstance(region, ast.Attribute) and isinstance(region.value, ast.Name) and region.value.id == "self") or owner is None:
+            return ""
+        line = getattr(call.node, "lineno", 0)
+        name = f"`self.{region.attr}`"
+        methods = [item for item in getattr(owner.node, "body", []) if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for statement in (statement for method in methods for statement in own_statements(method)):
+            if isinstance(statement, (ast.For, ast.While)) and any(node is call.node for body in statement.body for node in ast.walk(body)):
+                return f"{name} is checkpointed on every pass of the loop at line {statement.lineno}"
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Call) and ast.dump(node.func) == ast.dump(region):
+                    return f"{name} is the region at line {line} and is also called outside it at line {node.lineno}"
+        for other in self._checkpoints_in_class(self.classes.info(call.module, owner)):
+            if other.node is not call.node and _counts(other, True) and other.region is not None and ast.dump(other.region) == ast.dump(region):
+                return f"{name} is checkpointed at line {line} and again at line {getattr(other.node, 'lineno', 0)}"
+        return ""
 
     # -- CKP304 -----------------------------------------------------------------------------
 
@@ -224,6 +257,14 @@ class Composition:
     def _name(self, func: ast.expr, scope: Scope) -> str | None:
         name = self.module.qualified_name(func, scope)
         return None if name is None else self.finder.project.canonical_name(name)
+
+
+def _literal(call: ast.Call, name: str, default: object) -> object:
+    """A keyword's literal value, `default` when it is not passed, None when it is not a literal."""
+    value = keyword_value(call, name)
+    if value is None:
+        return default
+    return value.value if isinstance(value, ast.Constant) else None
 
 
 def _counts(call: CheckpointCall, reentrant_only: bool) -> bool:

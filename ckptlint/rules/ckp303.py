@@ -11,7 +11,10 @@ from ckptlint.rules.base import Rule, RuleContext, finding_at
 class ReentrantUnderDdpUnusedParameters(Rule):
     code = "CKP303"
     name = "reentrant-checkpoint-ddp-find-unused"
-    summary = "A model that checkpoints reentrantly is wrapped by `DistributedDataParallel(find_unused_parameters=True)`."
+    summary = (
+        "A model that checkpoints reentrantly is wrapped by `DistributedDataParallel(find_unused_parameters=True)`, "
+        "or reaches a region's parameters outside it too without `static_graph=True`."
+    )
     explanation = """
         With `find_unused_parameters=True`, DDP walks the autograd graph after each forward
         and marks every parameter it cannot reach as ready. A reentrant checkpoint hides
@@ -25,9 +28,13 @@ class ReentrantUnderDdpUnusedParameters(Rule):
         from a project class whose methods, or those of the modules it registers, hold a
         reentrant checkpoint call (`use_reentrant=True`, or omitted, which torch 2.x treats
         as reentrant). A checkpoint call under a flag that is off at run time still counts.
-        A parameter reached twice (a module checkpointed twice) without `static_graph` is
-        not reported: whether a run reaches a parameter twice is not known statically, and
-        torch 2.13 on one process does not fail on it.
+        Without `find_unused_parameters` (and without `static_graph=True`) the same error
+        comes from a parameter reached twice: a module that is a reentrant region
+        (`checkpoint(self.norm, x)`) and is also called outside any region in the same class
+        (`self.norm(y)`), checkpointed again in another call, or checkpointed on every pass
+        of a loop, is marked ready by more than one backward pass. That is reported too, for
+        regions named `self.<module>`; a different module on each pass
+        (`for block in self.blocks`) is not a parameter reached twice.
     """
     bad = """
         import torch
@@ -70,7 +77,7 @@ class ReentrantUnderDdpUnusedParameters(Rule):
     remedy = """
         Pass `use_reentrant=False` to the checkpoint call, or drop
         `find_unused_parameters=True` if every parameter is used in every step (or use
-        `static_graph=True`). `--fix --unsafe-fixes` adds `use_reentrant=False` when the
+        `static_graph=True`, which also lets a parameter be reached twice). `--fix --unsafe-fixes` adds `use_reentrant=False` when the
         checkpoint call is in the same file (unsafe: it changes the implementation for every
         user of the model, not only this DDP run).
     """
@@ -79,9 +86,17 @@ class ReentrantUnderDdpUnusedParameters(Rule):
         if context.composition is None:
             return
         for hazard in context.composition.ddp_wrappings():
-            summary = (
-                f"DistributedDataParallel(find_unused_parameters=True) wraps {hazard.model}, which checkpoints reentrantly: backward fails with \"Expected to mark a variable ready only once\"; "
-                "pass use_reentrant=False to the checkpoint call or drop find_unused_parameters"
-            )
+            if hazard.reached_twice:
+                summary = (
+                    f"DistributedDataParallel wraps {hazard.model}, which checkpoints reentrantly and reaches a parameter twice: "
+                    f"{hazard.reached_twice}; the outer backward and the region's reentrant backward both mark its parameters "
+                    "ready, and backward fails with \"Expected to mark a variable ready only once\"; pass use_reentrant=False "
+                    "to the checkpoint call or static_graph=True to DistributedDataParallel"
+                )
+            else:
+                summary = (
+                    f"DistributedDataParallel(find_unused_parameters=True) wraps {hazard.model}, which checkpoints reentrantly: backward fails with \"Expected to mark a variable ready only once\"; "
+                    "pass use_reentrant=False to the checkpoint call or drop find_unused_parameters"
+                )
             fixes = tuple(fix for call in hazard.checkpoints for fix in context.use_reentrant_false(call))
             yield finding_at(context.module, hazard.node, self.code, summary, {context.site(c) for c in hazard.checkpoints}, fixes)

@@ -4,8 +4,8 @@ and the user's backward failing with "Expected to mark a variable ready only onc
 With `find_unused_parameters=True` DDP walks the forward graph for parameters it will see
 gradients for. A reentrant region's parameters are not in that graph (its forward ran under
 `no_grad`), so DDP marks them ready as unused; the reentrant backward then produces their
-gradients and DDP's hook marks them ready again, and raises (CKP303). A parameter reached by
-two reentrant backward passes fails the same way. A replay cannot show it (it runs the region
+gradients and DDP's hook marks them ready again, and raises (CKP303). Without `find_unused_parameters`, a parameter
+reached both inside a reentrant region and outside it fails the same way. A replay cannot show it (it runs the region
 outside DDP's forward), so the companion watches the user's own backward: the error is
 recorded at the call site whose region failed and re-raised untouched. The companion runs no
 collective of its own, so observing never blocks a rank.
@@ -84,8 +84,9 @@ def ready_twice_reason(error: BaseException, ddp: dict[str, Any] | None) -> dict
         )
     else:
         why = (
-            "reentrant checkpoint under DistributedDataParallel: a parameter was marked ready by more than one "
-            "reentrant backward pass (a parameter reached twice)"
+            "reentrant checkpoint under DistributedDataParallel: a parameter was marked ready twice, by the "
+            "region's reentrant backward and by another pass that reached it (a module called inside the region "
+            "and outside it; CKP303)"
         )
     where = ""
     if ddp is not None and ddp["constructed_at"] is not None:
