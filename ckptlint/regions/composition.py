@@ -96,19 +96,18 @@ class Composition:
         the class also calls `self.norm(...)` outside a region, checkpoints it in another call,
         or checkpoints it on every pass of a loop. Each makes DDP mark them ready twice."""
         region = call.region
-        owner = _enclosing_class_scope(call.scope)
+        owner = self.classes.enclosing_class(call.module, call.scope)
         if not (isinstance(region, ast.Attribute) and isinstance(region.value, ast.Name) and region.value.id == "self") or owner is None:
             return ""
         line = getattr(call.node, "lineno", 0)
         name = f"`self.{region.attr}`"
-        methods = [item for item in getattr(owner.node, "body", []) if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        for statement in (statement for method in methods for statement in own_statements(method)):
+        for statement in (statement for method in owner.methods() for statement in own_statements(method.node)):
             if isinstance(statement, (ast.For, ast.While)) and any(node is call.node for body in statement.body for node in ast.walk(body)):
                 return f"{name} is checkpointed on every pass of the loop at line {statement.lineno}"
             for node in ast.walk(statement):
                 if isinstance(node, ast.Call) and ast.dump(node.func) == ast.dump(region):
                     return f"{name} is the region at line {line} and is also called outside it at line {node.lineno}"
-        for other in self._checkpoints_in_class(self.classes.info(call.module, owner)):
+        for other in self._checkpoints_in_class(owner):
             if other.node is not call.node and _counts(other, True) and other.region is not None and ast.dump(other.region) == ast.dump(region):
                 return f"{name} is checkpointed at line {line} and again at line {getattr(other.node, 'lineno', 0)}"
         return ""
@@ -227,7 +226,7 @@ class Composition:
             cached = [
                 call
                 for call in self._calls_of(info.module)
-                if not isinstance(call.node, ast.ClassDef) and _enclosing_class_scope(call.scope) is info.scope
+                if not isinstance(call.node, ast.ClassDef) and self.classes.enclosing_class(info.module, call.scope) is info
             ]
             self._class_calls[key] = cached
         return cached
@@ -281,14 +280,5 @@ def _unique(calls: Iterable[CheckpointCall]) -> tuple[CheckpointCall, ...]:
     for call in calls:
         seen.setdefault(id(call.node), call)
     return tuple(sorted(seen.values(), key=lambda c: (c.path, c.line, c.column)))
-
-
-def _enclosing_class_scope(scope: Scope) -> Scope | None:
-    current: Scope | None = scope
-    while current is not None:
-        if current.enclosing_class is not None:
-            return current.enclosing_class
-        current = current.parent
-    return None
 
 
