@@ -136,3 +136,31 @@ def test_a_mapping_that_builds_on_lookup_is_restored_as_it_was() -> None:
         checkpoint(region, torch.randn(2, 4, requires_grad=True), use_reentrant=False).sum().backward()
     assert dict.__getitem__(FACTORIES, "relu") is torch.nn.ReLU, "the snapshot stored what a lookup built"
     assert [record.verdict for record in report.records] == ["equivalent"], report.render()
+
+
+def _sparse_set() -> set[int]:
+    """A set whose table grew and then emptied: clearing and refilling it with the same
+    items iterates them in another order (timm's `_NORM_ACT_REQUIRES_ARG` is such a set)."""
+    table = set(range(100))
+    table.difference_update(range(95))
+    refilled = set()
+    refilled.update(list(table))
+    assert list(refilled) != list(table), "the fixture no longer reorders on refill"
+    return table
+
+
+KINDS = _sparse_set()
+
+
+@pytest.mark.parametrize("mode", ["non-reentrant", "reentrant"])
+def test_a_module_level_set_the_region_only_reads_keeps_its_order(mode: str) -> None:
+    layer = torch.nn.Linear(4, 4)
+    order = list(KINDS)
+
+    def region(x: torch.Tensor) -> torch.Tensor:
+        return layer(x) * (1.0 if 97 in KINDS else 2.0)
+
+    with audit() as report:
+        checkpoint(region, torch.randn(2, 4, requires_grad=True), use_reentrant=mode == "reentrant").sum().backward()
+    assert list(KINDS) == order, "the companion reordered a set the region never wrote"
+    assert [record.verdict for record in report.records] == ["equivalent"], report.render()

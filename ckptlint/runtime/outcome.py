@@ -16,7 +16,7 @@ import torch
 
 from ckptlint.runtime.compare import signature
 from ckptlint.runtime.reach import Reachable
-from ckptlint.runtime.snapshot import MISSING, Snapshot, cell_contents, changed
+from ckptlint.runtime.snapshot import MISSING, Snapshot, cell_contents, changed, same_elements
 from ckptlint.runtime.streams import RngState, generator_kind, get_state
 
 
@@ -49,10 +49,6 @@ def elements(value: Any) -> list[Any]:
     return list(value.values()) if isinstance(value, dict) else list(value)
 
 
-def _rearranged(current: list[Any], old: list[Any]) -> bool:
-    return len(current) != len(old) or any(a is not b for a, b in zip(current, old))
-
-
 def observe_state(outcome: Outcome, reach: Reachable, snapshot: Snapshot, copies: list[ArgumentCopy]) -> None:
     """Record what the replay changed, compared with the snapshot."""
     outcome.rng = RngState.capture()
@@ -63,10 +59,10 @@ def observe_state(outcome: Outcome, reach: Reachable, snapshot: Snapshot, copies
         if changed(tensor, saved, version):
             outcome.tensors[name] = tensor.detach().clone()
     for value, saved in snapshot.containers:
-        if _rearranged(elements(value), elements(saved)):
+        if not same_elements(value, elements(saved)):
             outcome.containers[reach.containers[id(value)][0]] = signature(value)
     for copy in copies:
-        if _rearranged(elements(copy.value), copy.elements):
+        if not same_elements(copy.value, copy.elements):
             outcome.containers[copy.name] = signature(copy.value)
     for value, saved_attributes, internals in snapshot.objects:
         name = reach.objects[id(value)][0]

@@ -41,9 +41,18 @@ def _restore_container(value: Any, saved: Any) -> None:
     elif isinstance(value, list):
         if len(value) != len(saved) or any(a is not b for a, b in zip(value, saved)):
             value[:] = saved
-    else:  # set, deque
+    elif not same_elements(value, saved):  # set, deque
         value.clear()
         (value.update if isinstance(value, set) else value.extend)(saved)
+
+
+def same_elements(current: Any, saved: list[Any]) -> bool:
+    """Identity, element by element; a set by membership, since clearing and refilling an
+    unchanged set can reorder its iteration (and would then perturb the user's run)."""
+    if isinstance(current, (set, frozenset)):
+        return len(current) == len(saved) and {id(item) for item in current} == {id(item) for item in saved}
+    items = list(current.values()) if isinstance(current, dict) else list(current)
+    return len(items) == len(saved) and all(a is b for a, b in zip(items, saved))
 
 
 def changed(tensor: torch.Tensor, saved: torch.Tensor, version: int) -> bool:
