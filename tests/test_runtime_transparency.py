@@ -164,3 +164,19 @@ def test_a_module_level_set_the_region_only_reads_keeps_its_order(mode: str) -> 
         checkpoint(region, torch.randn(2, 4, requires_grad=True), use_reentrant=mode == "reentrant").sum().backward()
     assert list(KINDS) == order, "the companion reordered a set the region never wrote"
     assert [record.verdict for record in report.records] == ["equivalent"], report.render()
+
+
+@pytest.mark.parametrize("mode", ["non-reentrant", "reentrant"])
+def test_a_leaf_the_region_makes_for_itself_is_not_a_lost_gradient(mode: str) -> None:
+    """T5's layers without a relative bias build `position_bias` as a fresh zero leaf that
+    requires grad; each replay makes its own, so its `.grad` is nobody's."""
+    layer = torch.nn.Linear(4, 4)
+
+    def region(x: torch.Tensor) -> torch.Tensor:
+        bias = torch.zeros(2, 4)
+        bias.requires_grad = True
+        return layer(x) + bias
+
+    with audit() as report:
+        checkpoint(region, torch.randn(2, 4, requires_grad=True), use_reentrant=mode == "reentrant").sum().backward()
+    assert [record.verdict for record in report.records] == ["equivalent"], report.render()

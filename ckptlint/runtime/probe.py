@@ -61,6 +61,9 @@ def _probe(call: InterceptedCall) -> Record:
         return record
     try:
         plain = run_replay(call.run_plain, call.args, call.kwargs, reach, snapshot, True, call.replaying)
+        for name in snapshot.release_replay_leaves():
+            plain.parameter_grads.pop(name, None)
+            plain.tensors.pop(name, None)
         snapshot.restore()
         checkpointed = run_replay(call.run_checkpointed, call.args, call.kwargs, reach, snapshot, False, call.replaying)
     finally:

@@ -10,6 +10,7 @@ are restored as they were.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -92,14 +93,44 @@ class Snapshot:
         ]
         self.cells = [(cell, cell_contents(cell)) for _, cell in reach.cells.values()]
         self.generators = [(generator, get_state(generator)) for _, generator in reach.generators.values()]
+        self._adopted: list[int] = []
 
     def adopt(self, name: str, tensor: torch.Tensor) -> None:
         """Take in a leaf the walk did not find (a replay's backward would write its `.grad`);
         its `.grad` is cleared for the replays like the others'."""
         self.reach.tensors[id(tensor)] = (name, tensor)
+        self._adopted.append(id(tensor))
         self.tensors.append((tensor, tensor.detach().clone(), tensor._version))
         self.grads.append((tensor, tensor.grad))
         tensor.grad = None
+
+    def release_replay_leaves(self) -> set[str]:
+        """Drop the adopted leaves that only the snapshot still holds once the replay's graph is
+        gone: the replay made them (T5's `position_bias = torch.zeros(...)` with
+        `requires_grad = True`), the next replay makes its own, and theirs is nobody's `.grad`.
+        Returns their names."""
+        count = len(self._adopted)
+        if not count:
+            return set()
+        tail = list(self.reach.tensors.items())[-count:]
+        saved = [(key, name, self.tensors[-count + index][1:], self.grads[-count + index][1], weakref.ref(tensor))
+                 for index, (key, (name, tensor)) in enumerate(tail)]
+        del tail
+        for key, *_ in saved:
+            del self.reach.tensors[key]
+        del self.tensors[-count:], self.grads[-count:]
+        self._adopted.clear()
+        dropped = set()
+        for key, name, (copy, version), grad, ref in saved:
+            tensor = ref()
+            if tensor is None:
+                dropped.add(name)
+                continue
+            self.reach.tensors[key] = (name, tensor)
+            self.tensors.append((tensor, copy, version))
+            self.grads.append((tensor, grad))
+            self._adopted.append(key)
+        return dropped
 
     def restore(self) -> None:
         self.rng.restore()
