@@ -58,8 +58,7 @@ class RegionResolver:
         kind = call.api.region_kind
         if kind == LAYER_CLASS and isinstance(region, ast.ClassDef):
             info = self.classes.info(call.module, call.module.scope_of[id(region)])
-            cleared = () if self._class_flag(info, call.api.cleared_unless) else call.api.cleared_arguments
-            return self._module_entries(ClassType(info.qualified_name), cleared)
+            return self._module_entries(ClassType(info.qualified_name), self._cleared(call, info))
         if isinstance(region, (ast.FunctionDef, ast.AsyncFunctionDef)):  # decorator form
             scope = call.module.scope_of[id(region)]
             return [self._function_entry(self.inference.function(call.module, scope), call)]
@@ -171,6 +170,29 @@ class RegionResolver:
             entry_false_keywords=false_keywords,
         )
         return RegionEntry(module, scope, context, display_name(scope))
+
+    def _cleared(self, call: CheckpointCall, info: ClassInfo) -> tuple[str, ...]:
+        """The arguments the layer class's wrapper clears: it clears them only when they come as
+        keywords, so one its module passes positionally (GIT's `layer(hidden, mask, cache)`)
+        reaches the replay as it is."""
+        if self._class_flag(info, call.api.cleared_unless):
+            return ()
+        cleared = call.api.cleared_arguments
+        forward = self.classes.find_method(info, "forward")
+        if forward is None or not isinstance(forward[1].node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return cleared
+        order = [a.arg for a in positional_parameters(forward[1].node.args)][1:]  # after self
+        positions = {index: name for index, name in enumerate(order) if name in cleared}
+        if not positions:
+            return cleared
+        first = min(positions)
+        positional: set[str] = set()
+        for node, scope in call.module.calls:
+            if len(node.args) <= first or any(isinstance(a, ast.Starred) for a in node.args):
+                continue
+            if any(isinstance(t, ClassType) and t.name == info.qualified_name for t in self.inference.types(node.func, call.module, scope)):
+                positional.update(name for index, name in positions.items() if index < len(node.args))
+        return tuple(name for name in cleared if name not in positional)
 
     def _class_flag(self, info: ClassInfo, name: str | None) -> bool:
         """Whether the class (or a project base) sets `name = True` in its body."""
