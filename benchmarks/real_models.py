@@ -24,7 +24,10 @@ The figures, per library and overall:
 - divergences: distinct (call site, region, category) the runtime saw differ, by category
   (output, grads, buffers, rng, side effects, error).
 - recall: divergences some static finding explains (runtime/join.py's matching: the finding's
-  code can predict that category and lies in code the replay ran, or at the call) / all.
+  code can predict that category and lies in code the replay ran, or at the call) / all, over
+  the divergences seen in the mode the library selects by default (pins.DEFAULT_MODE: the mode
+  the static pass reads its source in). Divergences seen only when the step opts into the
+  other mode are counted and listed apart.
 - precision: static findings on exercised call sites (a checkpoint site the finding names ran)
   are confirmed (a matching divergence), explained (not triggered for a reason listed below)
   or contradicted (their code ran and nothing they predict differed);

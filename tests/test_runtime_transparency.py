@@ -180,3 +180,23 @@ def test_a_leaf_the_region_makes_for_itself_is_not_a_lost_gradient(mode: str) ->
     with audit() as report:
         checkpoint(region, torch.randn(2, 4, requires_grad=True), use_reentrant=mode == "reentrant").sum().backward()
     assert [record.verdict for record in report.records] == ["equivalent"], report.render()
+
+
+def test_gradients_a_failed_replay_never_returned_are_explained_by_what_explains_the_failure() -> None:
+    """GIT's cache updated a second time makes the checkpointed replay raise; the parameters
+    it never reached have no gradient. The finding that predicts the error explains both."""
+    from ckptlint.runtime.report import Record
+
+    record = Record(
+        site={"path": "/m/layers.py", "line": 9, "column": 1},
+        region={"name": "Layer.forward", "path": "/m/model.py", "first_line": 10, "last_line": 20},
+        api="non-reentrant", flags={}, device="cpu", verdict="error",
+        reasons=[
+            {"category": "error", "name": "checkpointed replay", "detail": "RuntimeError: size mismatch"},
+            {"category": "parameter-grad-missing", "name": "region.proj.weight", "cause": "unexplained"},
+        ],
+    )  # fmt: skip
+    finding = {"path": "/m/model.py", "line": 15, "column": 5, "code": "CKP203", "message": "`.update()` on `cache`"}
+    assert join([record], [finding], "/")[1] == []
+    unexplained = {item["category"] for item in join([record], [], "/")[1]}
+    assert unexplained == {"error", "parameter-grad-missing:unexplained"}

@@ -20,6 +20,12 @@ PINS = {
     "timm": "1.0.31",
     "diffusers": "0.42.1",
 }
+# The use_reentrant each library's own switch selects when the user does not choose one, at the
+# pinned release (the mode the static analysis reads the source in): transformers
+# `_activation_checkpointing_enable` defaults to {"use_reentrant": False}; timm's
+# `use_reentrant_ckpt()` is False unless TIMM_REENTRANT_CKPT is set; diffusers'
+# `enable_gradient_checkpointing` passes use_reentrant=False. The other mode is opt-in.
+DEFAULT_MODE = {"transformers": "non-reentrant", "timm": "non-reentrant", "diffusers": "non-reentrant"}
 NO_DEPS_PINS = {"torchvision": "0.28.0"}  # needs numpy, pillow, torch: pillow comes with diffusers
 LIBRARIES = tuple(PINS)
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 from typing import Any, Iterable
 
+from realmodels.pins import DEFAULT_MODE
 from realmodels.runtime_pass import cached_results
 
 CATEGORY_GROUP = {"output": "output", "input-grad": "grads", "parameter-grad": "grads", "buffer": "buffers",
@@ -19,13 +21,16 @@ CATEGORY_GROUP = {"output": "output", "input-grad": "grads", "parameter-grad": "
                   "global": "side effects", "closure": "side effects", "error": "error", "recompute": "recompute"}  # fmt: skip
 STATUS_RANK = {"not exercised": 0, "not triggered as driven": 1, "not confirmable without a GPU": 2, "confirmed": 3}
 NOT_RUN = "code not run by this configuration (line never ran)"
-NOT_IN_REGION = "code not run in a region by this configuration (ran, but never inside a replayed region)"
+NOT_IN_REGION = "code not run in a region the finding names by this configuration (ran, but never inside a region replayed at its call sites)"
 NEEDS_GPU = "needs a GPU (CKP205 on CPU)"
+OTHER_CLASS = ("the configuration built another class than the finding is stated for (its message says "
+               "`for X built by Y`: the builder's key is not known statically, every class it can build is assumed)")
+_STATED_FOR = re.compile(r"\(for `[^`]+` built by `[^`]+`\)")
 # error reasons that say the companion could not replay the call, not that checkpointing changed
 # anything: its plain replay failed (e.g. a checkpoint call nested in another one, probed during
 # the outer call's recompute, trips torch's saved-tensor check) or it could not snapshot
 UNJUDGED_REASONS = ("replay without checkpointing", "ckptlint")
-EXPLANATIONS = (NOT_RUN, NOT_IN_REGION, NEEDS_GPU)
+EXPLANATIONS = (NOT_RUN, NOT_IN_REGION, NEEDS_GPU, OTHER_CLASS)
 
 _real: dict[str, str] = {}
 
@@ -112,9 +117,12 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
         return next((name for prefix, name in library_of_dir.items() if path.startswith(prefix)), "other")
 
     coverage: dict[str, set[int]] = collections.defaultdict(set)
+    model_coverage: dict[tuple[str, str], dict[str, set[int]]] = {}
     for result in results.values():
+        ran = model_coverage.setdefault((result["library"], result["name"]), collections.defaultdict(set))
         for file, lines in result.get("coverage", {}).items():
             coverage[real(file)].update(lines)
+            ran[real(file)].update(lines)
 
     records = _records(results.values())
     groups: dict[tuple[str, str, str], list[Any]] = collections.defaultdict(list)
@@ -132,7 +140,8 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
             item["models"].append(f"{model} ({mode})")
         # every record joins (CKP101/102 match a call by its flags, whatever its replay did);
         # only the judged ones count as divergences
-        relevant = [f for file in _touched(group) for f in findings_by_file.get(file, ())]
+        ran = model_coverage.get((library, model), {})
+        relevant = [f for file in _touched(group) for f in findings_by_file.get(file, ()) if _names_a_site_of(f, group, ran)]
         joined, missed = join(group, relevant, "/")
         group = [r for r in group if not _unjudged(r)]
         for finding, item in zip(relevant, joined):
@@ -147,6 +156,7 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
                                                    "region": unit_key[2], "category": category, "group": CATEGORY_GROUP.get(category, category),
                                                    "models": [], "explained": False, "detail": _first_detail(record, category)})  # fmt: skip
                 unit["models"].append(f"{model} ({mode})")
+                unit["default_mode"] = unit.get("default_mode", False) or mode == DEFAULT_MODE.get(library)
                 if (id(record.site), category) not in unexplained:
                     unit["explained"] = True
 
@@ -173,6 +183,8 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
             verdict, why = "explained", NOT_RUN
         elif joined_status == "not exercised":
             verdict, why = "explained", NOT_IN_REGION
+        elif _STATED_FOR.search(finding.get("summary") or finding["message"]):
+            verdict, why = "explained", OTHER_CLASS
         else:
             verdict, why = "contradicted", "ran, no divergence"
         judged.append({"library": library_of(finding["path"]), "code": finding["code"], "path": finding["path"], "line": finding["line"],
@@ -198,7 +210,8 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
         "static": {"ckptlint_src": static.get("ckptlint_src"), "commit": static.get("commit"),
                    "findings": len(findings), "by_library": {k: len(v["findings"]) for k, v in static["libraries"].items()}},  # fmt: skip
         "summary": summary,
-        "misses": sorted((u for u in units.values() if not u["explained"]), key=lambda u: (u["library"], u["site"], u["category"])),
+        "misses": sorted((u for u in units.values() if not u["explained"] and u["default_mode"]), key=lambda u: (u["library"], u["site"], u["category"])),
+        "opt_in_misses": sorted((u for u in units.values() if not u["explained"] and not u["default_mode"]), key=lambda u: (u["library"], u["site"], u["category"])),
         "contradicted": sorted((j for j in judged if j["verdict"] == "contradicted"), key=lambda j: (j["path"], j["line"], j["code"])),
         "explained": sorted((j for j in judged if j["verdict"] == "explained"), key=lambda j: (j["path"], j["line"], j["code"])),
         "confirmed": sorted((j for j in judged if j["verdict"] == "confirmed"), key=lambda j: (j["path"], j["line"], j["code"])),
@@ -206,6 +219,45 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
         "one_mode_failures": _one_mode_failures(results.values()),
         "unjudged": sorted(unjudged.values(), key=lambda u: (u["library"], u["site"])),
     }
+
+
+def _names_a_site_of(finding: dict[str, Any], group: list[Any], ran: dict[str, set[int]]) -> bool:
+    """Whether the model's step checkpointed a region at one of the call sites the finding
+    names: a finding claims a hazard for those regions only (MobileAttention's norm is
+    BatchNorm in the regions efficientnet.py checkpoints, RmsNorm2d in mobilenetv5's). A site
+    is the record's call, the helper call the step ran (`checkpoint_seq(blk, x)`), or the
+    checkpointed layer class whose forward a record replayed. Findings at the call itself
+    (no sites listed) are always in scope."""
+    sites = finding.get("checkpoint_sites") or ()
+    if not sites:
+        return True
+    for site in sites:
+        path, line = real(site["path"]), site["line"]
+        if line in ran.get(path, ()):
+            return True
+        layer = _class_at(path, line)
+        for record in group:
+            if (record.site["path"], record.site["line"]) == (path, line):
+                return True
+            if layer and record.region.get("path") == path and (record.region.get("name") or "").split(".")[0] == layer:
+                return True
+    return False
+
+
+_class_lines: dict[tuple[str, int], str] = {}
+
+
+def _class_at(path: str, line: int) -> str:
+    """The class defined at path:line (a checkpointed layer class), or ""."""
+    key = (path, line)
+    if key not in _class_lines:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read().splitlines()[line - 1].strip()
+        except (OSError, IndexError, UnicodeDecodeError):
+            text = ""
+        _class_lines[key] = text[6:].split("(")[0].split(":")[0].strip() if text.startswith("class ") else ""
+    return _class_lines[key]
 
 
 def _unjudged(record: Any) -> bool:
@@ -247,7 +299,12 @@ def _first_detail(record: Any, category: str) -> str:
     return ""
 
 
-def _figures(models: dict[str, Any], sites: set[tuple[str, int]], units: list[dict[str, Any]], judged: list[dict[str, Any]], regions: int = 0) -> dict[str, Any]:
+def _figures(models: dict[str, Any], sites: set[tuple[str, int]], all_units: list[dict[str, Any]], judged: list[dict[str, Any]], regions: int = 0) -> dict[str, Any]:
+    """Recall counts the divergences seen in the mode the library selects by default (the mode
+    its source is linted in); those seen only when the step opts into the other mode are
+    counted apart."""
+    units = [u for u in all_units if u["default_mode"]]
+    opt_in = [u for u in all_units if not u["default_mode"]]
     by_group: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     for unit in units:
         by_group[unit["group"]][1] += 1
@@ -263,6 +320,8 @@ def _figures(models: dict[str, Any], sites: set[tuple[str, int]], units: list[di
         "divergences": len(units),
         "divergences_by_category": {group: {"explained": e, "all": n} for group, (e, n) in sorted(by_group.items())},
         "recall": round(explained_units / len(units), 3) if units else None,
+        "opt_in_divergences": len(opt_in),
+        "opt_in_explained": sum(u["explained"] for u in opt_in),
         "findings_on_exercised_sites": len(judged),
         "confirmed": verdicts["confirmed"],
         "explained": verdicts["explained"],
@@ -305,8 +364,10 @@ def render(result: dict[str, Any]) -> str:
             lines.append(f"      {count:4d}  {reason}")
         lines.append(f"  checkpoint call sites exercised: {figures['call_sites']}; distinct regions replayed: {figures['regions']}")
         categories = ", ".join(f"{g} {v['explained']}/{v['all']}" for g, v in figures["divergences_by_category"].items())
-        lines.append(f"  runtime divergences (site, region, category): {figures['divergences']}" + (f" — explained/all: {categories}" if categories else ""))
+        lines.append(f"  runtime divergences (site, region, category) in the default mode: {figures['divergences']}"
+                     + (f" — explained/all: {categories}" if categories else ""))  # fmt: skip
         lines.append(f"  static recall: {figures['recall']}")
+        lines.append(f"  divergences only in the opt-in mode: {figures['opt_in_divergences']}, {figures['opt_in_explained']} explained")
         lines.append(f"  static findings on exercised call sites: {figures['findings_on_exercised_sites']}: {figures['confirmed']} confirmed, "
                      f"{figures['explained']} explained, {figures['contradicted']} contradicted; precision {figures['precision']}")  # fmt: skip
         for why, count in figures["explained_by"].items():
@@ -314,13 +375,15 @@ def render(result: dict[str, Any]) -> str:
         for code, verdicts in figures["by_code"].items():
             lines.append(f"      {code}: " + ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items())))
         lines.append("")
-    lines.append(f"== misses: {len(result['misses'])} divergence(s) no static finding explains")
-    for miss in result["misses"]:
-        path, line = miss["site"].rsplit(":", 1)
-        models = miss["models"]
-        lines.append(f"  {miss['library']} {models[0]}{f' (+{len(models) - 1})' if len(models) > 1 else ''}: "
-                     f"{_short(path, libraries)}:{line} region {miss['region']}: {miss['category']}: {miss['detail']}")  # fmt: skip
-    lines.append("")
+    for key, title in (("misses", "divergence(s) in the default mode no static finding explains"),
+                       ("opt_in_misses", "divergence(s) only in the opt-in mode (use_reentrant=True) no static finding explains")):
+        lines.append(f"== {key.replace('_', '-')}: {len(result.get(key, []))} {title}")
+        for miss in result.get(key, []):
+            path, line = miss["site"].rsplit(":", 1)
+            models = miss["models"]
+            lines.append(f"  {miss['library']} {models[0]}{f' (+{len(models) - 1})' if len(models) > 1 else ''}: "
+                         f"{_short(path, libraries)}:{line} region {miss['region']}: {miss['category']}: {miss['detail']}")  # fmt: skip
+        lines.append("")
     unjudged = result.get("unjudged", [])
     lines.append(f"== not judged: {len(unjudged)} call site(s) the companion could not replay (left out of the divergences)")
     for item in unjudged:

@@ -122,8 +122,12 @@ def join(records: Iterable[Record], findings: Iterable[dict[str, Any]], base: st
         )
     missed = []
     for record in records:
-        for category in sorted(_categories(record)):
-            if not (EXPLAINED_BY.get(category, set()) & explained[id(record)]):
+        categories = _categories(record)
+        for category in sorted(categories):
+            codes = EXPLAINED_BY.get(category, set())
+            if category.startswith(PARAMETER_GRAD_MISSING) and "error" in categories:
+                codes = codes | EXPLAINED_BY["error"]  # the checkpointed replay failed: no gradient came back from it
+            if not (codes & explained[id(record)]):
                 missed.append({"site": record.site, "category": category, "region": record.region.get("name")})
     return joined, missed
 
