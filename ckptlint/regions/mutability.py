@@ -278,16 +278,20 @@ def _own_mutable_attributes(cls: ClassInfo) -> dict[str, str]:
         return cached
     found: dict[str, str] = {}
     init_only = _init_only_methods(cls)
+    called_in_a_step = _called_from_forwards(cls.module)
     for method in cls.methods():
         name = method.node.name  # type: ignore[attr-defined]  # a method scope's node is a def
         receiver = method.first_parameter()
         if name in init_only or receiver is None:
             continue
         setter = _is_configuration_setter(method.node)
+        configures = not _is_forward_like(name) and name not in called_in_a_step
         facts = function_facts(method.node)  # lazy: `if not self._ready: ...; self._ready = True`
         for node, root, how in facts.writes:
             if setter and not _stores_a_tensor(node, method.node):
                 continue
+            if configures and _stores_a_constant(node):
+                continue  # `prune_to_tap(): self.no_skip = True`: set between steps, never between a forward and its backward
             attribute = _self_attribute(root, receiver)
             if attribute is not None and f"{receiver}.{attribute}" in facts.lazy and not isinstance(node, ast.AugAssign):
                 continue  # lazy initialisation or a keyed memo
@@ -353,6 +357,39 @@ def _called_only_at_construction(module: ModuleSymbols) -> set[str]:
         for name, called_from in callers.items()
         if called_from <= torch_api.INIT_LIKE_METHODS and name in module.scope.bindings
     }
+
+
+def _is_forward_like(name: str) -> bool:
+    return name in ("forward", "__call__") or name.startswith(("forward", "_forward"))
+
+
+def _called_from_forwards(module: ModuleSymbols) -> frozenset[str]:
+    """Methods the module's forward-like functions call (`self.adapter.freeze()` inside a
+    forward): what they write can change between a forward and its replay."""
+    cached: frozenset[str] | None = getattr(module, "_ckptlint_step_calls", None)
+    if cached is not None:
+        return cached
+    names = frozenset(
+        node.func.attr
+        for function, _ in module.functions
+        if _is_forward_like(getattr(function, "name", ""))
+        for node in walk(function)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    )
+    module._ckptlint_step_calls = names  # type: ignore[attr-defined]  # a memo kept on the module's symbols
+    return names
+
+
+def _stores_a_constant(node: ast.AST) -> bool:
+    """`self.flag = True`, `self.cache[i] = None`, `self.stack[-1] = nn.Identity()`: a value
+    the write cannot take from the state it changes."""
+    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+        return False
+    value = node.value
+    if isinstance(value, ast.Call):
+        arguments = [*value.args, *(k.value for k in value.keywords)]
+        return dotted_path(value.func) is not None and all(isinstance(a, ast.Constant) for a in arguments)
+    return isinstance(value, ast.Constant)
 
 
 def _stores_a_tensor(node: ast.AST, function: ast.AST) -> bool:

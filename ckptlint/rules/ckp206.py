@@ -19,7 +19,9 @@ class UnstableBranch(RegionRule):
         replay stores again, is stable; a branch on state it accumulated earlier in the run is
         not: after `self.calls += 1`, `if self.calls % 2 == 0:` takes the other branch in the
         replay. A lazy-initialisation or memo guard (`if self.pad is None:`, `if n >
-        self.cached_len:`) whose body sets what it tests is not reported either.
+        self.cached_len:`) whose body sets what it tests is not reported either, nor an
+        attribute that a method no forward calls sets to a constant (`prune_to_tap(): self.no_skip
+        = True`): it changes between steps, never between a forward and its replay.
 
         `torch.is_grad_enabled()` is a hazard only under reentrant checkpoint (explicitly
         or by default), which runs the forward under `no_grad` and the replay with grad
