@@ -174,3 +174,33 @@ def test_a_module_level_name_rebound_to_its_own_attribute_is_no_endless_alias(tm
     )
     completed = run_cli("train.py", "--no-cache", cwd=tmp_path, timeout=60)
     assert completed.returncode == 0, completed.stdout.decode() + completed.stderr.decode()
+
+
+def test_a_module_registered_from_a_getattr_on_itself_is_analysed(tmp_path: Path) -> None:
+    """transformers' Trainer re-registers attributes read back with `getattr(self, name)`:
+    the lookup asked for the modules the class registers, whose value is that lookup again.
+    It recursed until Python's limit and the file came back as CKP000, unchecked."""
+    (tmp_path / "train.py").write_text(
+        "import random\n"
+        "import torch\n"
+        "from torch.utils.checkpoint import checkpoint\n"
+        "\n"
+        "\n"
+        "class Block(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x * random.random()\n"
+        "\n"
+        "\n"
+        "class Model(torch.nn.Module):\n"
+        "    def __init__(self, names):\n"
+        "        super().__init__()\n"
+        "        self.block = Block()\n"
+        "        for name in names:\n"
+        "            self.add_module(name, getattr(self, name))\n"
+        "\n"
+        "    def forward(self, x, name):\n"
+        "        return checkpoint(getattr(self, name), x, use_reentrant=False)\n"
+    )
+    completed = run_cli("train.py", "--no-cache", "--format", "json", cwd=tmp_path, timeout=120)
+    findings = json.loads(completed.stdout)["findings"]
+    assert [(f["code"], f["line"]) for f in findings] == [("CKP201", 8)], completed.stderr

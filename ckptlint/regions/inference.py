@@ -56,6 +56,7 @@ class TypeInference:
         self._instance_attributes: dict[tuple[ClassType, str], Types] = {}
         self._writes: dict[int, tuple[dict[str, list[ast.expr]], dict[str, list[tuple[str, ast.expr]]]]] = {}
         self.construction = ModuleConstruction(classes)
+        self._dynamic_lookups: set[tuple[str, object]] = set()  # `getattr(self, name)` lookups in progress
         # argument-dependent evaluation (`build_norm_layer(dict(type='GN'), c)`, `make_layer(Block, 3)`):
         # the arguments each function scope is being evaluated with, and memos keyed by them
         self._env: dict[int, dict[str, Types]] = {}
@@ -216,13 +217,18 @@ class TypeInference:
             if not isinstance(item, ClassType):
                 continue
             info = self.classes.by_name(item.name)
-            if info is None:
-                continue
-            found.update(self.construction.added_types(self, info, pattern))
-            for cls in self.classes.mro(info):
-                for attribute in sorted({*cls.attribute_assignments, *cls.class_level_annotations}):
-                    if isinstance(pattern, tuple) and pattern_matches(attribute, pattern):
-                        found.update(t for t in self.instance_attribute_types(item, attribute) if self.construction.is_module(t))
+            key = (item.name, pattern)
+            if info is None or key in self._dynamic_lookups:
+                continue  # a module registered from a getattr on its own class (transformers' Trainer): no new types
+            self._dynamic_lookups.add(key)
+            try:
+                found.update(self.construction.added_types(self, info, pattern))
+                for cls in self.classes.mro(info):
+                    for attribute in sorted({*cls.attribute_assignments, *cls.class_level_annotations}):
+                        if isinstance(pattern, tuple) and pattern_matches(attribute, pattern):
+                            found.update(t for t in self.instance_attribute_types(item, attribute) if self.construction.is_module(t))
+            finally:
+                self._dynamic_lookups.discard(key)
         return frozenset(found)
 
     def call_result(self, callee: Type, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
