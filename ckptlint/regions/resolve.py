@@ -22,7 +22,7 @@ from ckptlint.regions.inference import TypeInference, display_name
 from ckptlint.regions.known_truth import false_value
 from ckptlint.regions.training_step import CHECKPOINT_KEYWORDS, false_arguments
 from ckptlint.regions.call_sites import ParameterArguments
-from ckptlint.symbols import PARAM, ModuleSymbols, Scope, positional_parameters
+from ckptlint.symbols import MODULE, PARAM, ModuleSymbols, Scope, positional_parameters
 from ckptlint.regions.values import Types
 from ckptlint.regions.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types, ordered
 
@@ -190,6 +190,8 @@ class RegionResolver:
         for node, scope in call.module.calls:
             if len(node.args) <= first or any(isinstance(a, ast.Starred) for a in node.args):
                 continue
+            if not _may_hold_a_module(node.func, call.module, scope):
+                continue  # `torch.cat(...)`, `apply_rotary(...)`: resolving them loads half the library
             if any(isinstance(t, ClassType) and t.name == info.qualified_name for t in self.inference.types(node.func, call.module, scope)):
                 positional.update(name for index, name in positions.items() if index < len(node.args))
         return tuple(name for name in cleared if name not in positional)
@@ -255,6 +257,20 @@ class RegionResolver:
         return entries
 
 
+
+
+def _may_hold_a_module(func: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
+    """A callee that can be a module instance: `self.layer(...)`, `self.layers[i](...)`, or a
+    name the function binds (`for layer in self.layers: layer(...)`), not a module-level name."""
+    root = func
+    while isinstance(root, (ast.Attribute, ast.Subscript)):
+        root = root.value
+    if not isinstance(root, ast.Name):
+        return False
+    if root.id == "self":
+        return True
+    bindings = module.lookup(scope, root.id)
+    return func is root and bool(bindings) and all(b.scope.kind != MODULE for b in bindings)
 
 
 def _passed_arguments(call: CheckpointCall) -> tuple[int | None, tuple[str, ...]]:
