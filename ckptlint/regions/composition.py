@@ -26,6 +26,9 @@ from ckptlint.symbols import ASSIGN, DEF, UNPACK, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value, own_statements
 
 DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"})
+# what a name must end with to be resolved further: the class, or the alias projects re-export it as
+# (`from .dist import DDP`); another alias re-exported under a new name is not followed
+DDP_NAMES = frozenset({"DistributedDataParallel", "DDP"})
 AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
 AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
 # function transforms: True when they fail on any checkpointed region (torch 2.13: "don't yet support
@@ -72,7 +75,8 @@ class Composition:
         whose reentrant region's module is also called outside the region: its parameters are
         marked ready by the outer backward and again by the region's inner one."""
         for call, scope in self.module.calls:
-            if self._name(call.func, scope) not in DDP:
+            local = self.module.qualified_name(call.func, scope)  # module-local: cheap, unlike the project-wide canonical name
+            if local is None or local.rsplit(".", 1)[-1] not in DDP_NAMES or self._name(call.func, scope) not in DDP:
                 continue
             model = call.args[0] if call.args else keyword_value(call, "module")
             if model is None:

@@ -16,6 +16,7 @@ are outside of (a quantised-only `prepare_model_for_kbit_training` does not cove
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -137,15 +138,36 @@ class _Function:
         self.owner = owner
         self.calls = calls
         self.scope = _function_scope(calls[0][1])
-        self.branches = list(_branches(self.scope.node))
         self.enabled_at = [call.lineno for call, _ in calls if _is_enable(call)]
 
+    @functools.cached_property
+    def branches(self) -> list[tuple[ast.expr, bool, int, int]]:
+        return list(_branches(self.scope.node))
+
+    @functools.cached_property
+    def reads_gradient_checkpointing(self) -> bool:
+        """Whether the function reads some `.gradient_checkpointing` (a Trainer's parsed args)."""
+        return any(
+            isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing"
+            for statement in own_statements(self.scope.node)
+            for node in ast.walk(statement)
+        )
+
+    def _may_enable(self, call: ast.Call) -> bool:
+        """A cheap test before any name is resolved: most calls of a module enable nothing."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "gradient_checkpointing_enable" or _callee_leaf(func) == "TrainingArguments":
+            return True
+        model = keyword_value(call, "model") or (call.args[0] if call.args else None)
+        arguments = keyword_value(call, "args") or (call.args[1] if len(call.args) > 1 else None)
+        return isinstance(model, ast.Name) and isinstance(arguments, ast.Name) and self.reads_gradient_checkpointing
+
     def hazards(self) -> Iterator[EnablingHazard]:
+        enablings = [(call, scope, found) for call, scope in self.calls if self._may_enable(call) for found in [self._enabling(call, scope)] if found]
+        if not enablings:
+            return
         preparers = [call for call, scope in self.calls if self.owner.prepares_inputs(call, scope)]
-        for call, scope in self.calls:
-            found = self._enabling(call, scope)
-            if found is None:
-                continue
+        for call, scope, found in enablings:
             what, model_names, reentrant, mode, fixable = found
             if not reentrant:
                 continue
