@@ -39,6 +39,8 @@ FUNCTION_TRANSFORMS: dict[str, bool] = {
     **{f"{package}.{name}": fails for package in ("torch.func", "functorch") for name, fails in _FUNC.items()},
     **{f"torch.autograd.functional.{name}": False for name in ("jacobian", "hessian", "vjp", "jvp", "hvp", "vhp")},
 }
+# the last words of every differentiating API: only callees named so are resolved project-wide
+DIFFERENTIATING_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in (*AUTOGRAD_GRAD, *AUTOGRAD_BACKWARD, *FUNCTION_TRANSFORMS))
 MAX_FLOW = 64  # expressions followed back from a differentiated tensor
 
 
@@ -75,8 +77,7 @@ class Composition:
         whose reentrant region's module is also called outside the region: its parameters are
         marked ready by the outer backward and again by the region's inner one."""
         for call, scope in self.module.calls:
-            local = self.module.qualified_name(call.func, scope)  # module-local: cheap, unlike the project-wide canonical name
-            if local is None or local.rsplit(".", 1)[-1] not in DDP_NAMES or self._name(call.func, scope) not in DDP:
+            if self._name(call.func, scope, DDP_NAMES) not in DDP:
                 continue
             model = call.args[0] if call.args else keyword_value(call, "module")
             if model is None:
@@ -121,7 +122,7 @@ class Composition:
     def differentiations(self) -> Iterator[ModelHazard]:
         """`autograd.grad`, `backward(inputs=...)` and `torch.func` transforms over checkpointed work."""
         for call, scope in self.module.calls:
-            name = self._name(call.func, scope)
+            name = self._name(call.func, scope, DIFFERENTIATING_NAMES)
             if name in AUTOGRAD_GRAD or name in AUTOGRAD_BACKWARD:
                 if name in AUTOGRAD_BACKWARD and keyword_value(call, "inputs") is None and len(call.args) < 3:
                     continue
@@ -257,9 +258,14 @@ class Composition:
         function where nothing that always runs with it makes the inputs require grad."""
         return HfEnablings(self.module, self.finder, self.classes).hazards()
 
-    def _name(self, func: ast.expr, scope: Scope) -> str | None:
+    def _name(self, func: ast.expr, scope: Scope, last_words: frozenset[str] | None = None) -> str | None:
+        """The callee's project-wide name; with `last_words`, only for a callee whose
+        module-local name ends in one of them (the project-wide name loads modules: asked for
+        every call of transformers, it cost a third of a cold run)."""
         name = self.module.qualified_name(func, scope)
-        return None if name is None else self.finder.project.canonical_name(name)
+        if name is None or (last_words is not None and name.rsplit(".", 1)[-1] not in last_words):
+            return None
+        return self.finder.project.canonical_name(name)
 
 
 def _literal(call: ast.Call, name: str, default: object) -> object:
