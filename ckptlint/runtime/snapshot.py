@@ -39,10 +39,11 @@ def _restore_container(value: Any, saved: Any) -> None:
         if not _same_items(value, saved):
             value.clear()
             value.update(saved)
+    elif same_elements(value, saved):
+        return
     elif isinstance(value, list):
-        if len(value) != len(saved) or any(a is not b for a, b in zip(value, saved)):
-            value[:] = saved
-    elif not same_elements(value, saved):  # set, deque
+        value[:] = saved
+    else:  # set, deque
         value.clear()
         (value.update if isinstance(value, set) else value.extend)(saved)
 
