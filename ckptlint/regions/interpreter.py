@@ -364,9 +364,7 @@ class FunctionInterpreter:
         elif isinstance(target, ast.Attribute):
             base = self.eval(target.value)
             once = isinstance(target.value, ast.Name) and f"{target.value.id}.{target.attr}" in set_once_or_restored(self.scope.node)
-            # set behind a "done" flag, saved and put back, or converted in place (`self.router =
-            # self.router.to(self.dtype)`): the replay leaves it as the forward did
-            if once or _reapplies_a_conversion(node, target):
+            if once:  # set behind a "done" flag, saved and put back, or converted into itself: the replay leaves it as the forward did
                 self.tracker.store(state_keys(self._attribute_target(base, target.attr)), stable=True)
             else:
                 self.store_attribute(base, target.attr, target, "assigns", value)
@@ -856,21 +854,3 @@ def _merge_envs(envs: list[dict[str, Value]]) -> dict[str, Value]:
 
 def _is_super_call(expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
     return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "super"
-
-
-# methods whose result, applied again to their own result, is the same: module and tensor
-# conversions (`.to(dtype)`, `.float()`, `.train()` return the module itself)
-IDEMPOTENT_CONVERSIONS = frozenset({"to", "float", "half", "bfloat16", "double", "type", "contiguous", "cpu", "cuda", "train", "eval", "requires_grad_"})
-
-
-def _reapplies_a_conversion(statement: ast.AST, target: ast.expr) -> bool:
-    """`x.a = x.a.to(...)`: a store of the target converted, which a replay repeats to no effect."""
-    value = getattr(statement, "value", None)
-    return (
-        isinstance(statement, (ast.Assign, ast.AnnAssign))
-        and isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in IDEMPOTENT_CONVERSIONS
-        and ast.unparse(value.func.value) == ast.unparse(target)
-    )
-

@@ -70,6 +70,7 @@ class FunctionFacts:
         set_true: set[str] = set()  # names and paths assigned a true constant (a "done" flag)
         assigned_paths: set[str] = set()  # names and paths assigned
         copies: list[tuple[str, str]] = []  # (target, source) of `a = b.c` and `b.c = a`
+        converted: set[str] = set()  # `self.router = self.router.to(self.dtype)`: converted into itself
         bindings_of: dict[str, int] = {}  # how often each local name is bound
         for node in walk_branches(function):  # no name or constant is a statement, call or test
             for root, how in _written_roots(node):
@@ -83,6 +84,8 @@ class FunctionFacts:
                     assigned_paths.add(target)
                     if isinstance(node.value, ast.Constant) and node.value.value:
                         set_true.add(target)
+                    if _converts(node.value, target):
+                        converted.add(target)
                     if value is not None and value != target:
                         copies.append((target, value))
             if isinstance(node, ast.Call):
@@ -115,7 +118,7 @@ class FunctionFacts:
         # `old = self.mode` (old bound once) ... `self.mode = old`: the function leaves it as it found it
         saved = {target: source for target, source in copies if bindings_of.get(target) == 1}
         restored = {target for target, source in copies if saved.get(source) == target}
-        self.once = frozenset(once | restored)
+        self.once = frozenset(once | restored | converted)
         self.lazy = frozenset(lazy | self.once)
 
 
@@ -137,10 +140,26 @@ def lazy_initialised_names(function: ast.AST) -> frozenset[str]:
 
 
 def set_once_or_restored(function: ast.AST) -> frozenset[str]:
-    """Names and paths a function sets behind a "done" flag it sets itself, or saves and puts
-    back: the replay leaves them as the forward did. (Guards that test the state they set are
+    """Names and paths a function sets behind a "done" flag it sets itself, saves and puts
+    back, or converts into itself (`self.router = self.router.to(self.dtype)`): the replay
+    leaves them as the forward did. (Guards that test the state they set are
     followed where they stand, by the interpreter; `lazy_initialised_names` is wider.)"""
     return function_facts(function).once
+
+
+# methods whose result, applied again to their own result, is the same: module and tensor
+# conversions (`.to(dtype)`, `.float()`, `.train()` return the module itself)
+IDEMPOTENT_CONVERSIONS = frozenset({"to", "float", "half", "bfloat16", "double", "type", "contiguous", "cpu", "cuda", "train", "eval", "requires_grad_"})
+
+
+def _converts(value: ast.expr, target: str) -> bool:
+    """`x.a = x.a.to(...)`: the target converted into itself, which a replay repeats to no effect."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in IDEMPOTENT_CONVERSIONS
+        and dotted_path(value.func.value) == target
+    )
 
 
 def _assigned_in(body: list[ast.stmt]) -> set[str]:
