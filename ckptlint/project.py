@@ -220,17 +220,21 @@ class Project:
         """Break the reference cycles between modules, scopes and this project, so that
         dropping a state frees its trees by reference counting, without a costly collection."""
         for loaded in self._by_path.values():
-            symbols = loaded.symbols
-            if symbols is None:
-                continue
-            for scope in symbols.iter_scopes():
-                scope.parent = None
-                scope.bindings = {}
-            for scope in list(symbols.iter_scopes()):
-                scope.children = []
-            symbols.import_name = symbols.defines = None  # type: ignore[assignment]  # released to break reference cycles; never used again
+            _release(loaded)
         self._by_path.clear()
         self._forget_names()
+
+    def evict(self, keep: set[Path]) -> None:
+        """Release every loaded module but those at `keep`. What names resolve to stays
+        memoised (it depends on the roots and the files' contents, not on what is loaded),
+        except answers that hold a released module."""
+        for key, loaded in list(self._by_path.items()):
+            if key not in keep:
+                _release(loaded)
+                del self._by_path[key]
+        kept = {id(loaded.symbols) for loaded in self._by_path.values()}
+        self._split = {name: found for name, found in self._split.items() if found is None or id(found[0]) in kept}
+        self._global = {name: found for name, found in self._global.items() if found is None or id(found[0]) in kept}
 
     def module_path(self, name: str) -> Path | None:
         """The file an import of this dotted name loads; None outside the project and its libraries."""
@@ -451,3 +455,16 @@ class Project:
                 return name  # `model = model.module` rebinds the name to a part of itself: no alias to follow
             name = ".".join([resolved, *rest[1:]])
         return name
+
+
+def _release(loaded: LoadedModule) -> None:
+    """Break a module's cycles between its scopes and the project (see `Project.release`)."""
+    symbols = loaded.symbols
+    if symbols is None:
+        return
+    for scope in symbols.iter_scopes():
+        scope.parent = None
+        scope.bindings = {}
+    for scope in list(symbols.iter_scopes()):
+        scope.children = []
+    symbols.import_name = symbols.defines = None  # type: ignore[assignment]  # released to break reference cycles; never used again

@@ -2,9 +2,12 @@
 it adds for checkpoint APIs, and which modules its result depends on.
 
 The analysis state (parsed modules, type and effect memos) is shared by the files one
-process analyses, so a block module reached from forty models is parsed once; it is
-dropped when it grows past `MAX_MODULES`, which bounds memory. Findings do not depend on
-which files shared a state: every memo is a function of the modules it read.
+process analyses, so a block module reached from forty models is parsed once. When the state
+grows past `MAX_MODULES`, which bounds memory, the analysis memos and every module but the
+`HOT_MODULES` that most files of this state depended on are dropped: a package's core modules
+(transformers' `modeling_utils`) are then parsed once per process, not once per state.
+Findings do not depend on which files shared a state: every memo is a function of the modules
+it read, and a kept module's tree and names are a function of its content.
 
 A file's result depends on the modules its analysis could have read: those reachable from
 it through import statements, among the modules this state loaded (a module the state never
@@ -23,6 +26,7 @@ import gc
 import os
 import sys
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,7 @@ from ckptlint.syntax import parse, parse_error
 from ckptlint.versions import NO_VERSIONS, Versions
 
 MAX_MODULES = 300  # loaded modules before the state is dropped: transformers peaks at ~700 MB per process
+HOT_MODULES = 100  # of those, the most depended-on that a drop keeps, if two files or more depended on them
 RECURSION_LIMIT = 6000
 ISSUES_URL = "https://github.com/ckptlint/ckptlint/issues"
 
@@ -89,17 +94,22 @@ class WorkerState:
         self.rules = [rule for rule in ALL_RULES if rule.code in settings.rules]
         self.reported: set[str] = set()  # modules whose edges this process has reported
         self.edges: dict[str, ModuleEdges] = {}  # path -> (digest, module names it can reach), to report
-        self._fresh_state()
+        self.dependents: Counter[str] = Counter()  # path -> files of this state that depended on it
+        self.project = self._fresh_project()
+        self._fresh_analysis()
 
-    def _fresh_state(self) -> None:
+    def _fresh_project(self) -> Project:
         config = self.settings.config
         overlays = {Path(path): text for path, text in self.settings.overlays}
-        self.project = Project(
+        return Project(
             is_excluded=ExcludeMatcher(config.all_excludes, config.root),
             overlays=overlays,
             base=self.base,
             libraries=self.settings.libraries,
         )
+
+    def _fresh_analysis(self) -> None:
+        config = self.settings.config
         catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
         classes = ClassIndex(self.project)
         self.finder = CallFinder(self.project, catalogue, classes, self.names, self.settings.versions)
@@ -133,6 +143,7 @@ class WorkerState:
             self.reset()
             return outcome
         outcome.dependencies = dependencies(self.project, loaded)
+        self.dependents.update(outcome.dependencies.keys())
         for path in outcome.dependencies:
             if path not in self.reported:
                 self.reported.add(path)
@@ -141,7 +152,7 @@ class WorkerState:
                     named, packages = module_edges(self.project, module)
                     self.edges[path] = (module.digest, tuple(sorted({external_name(n) for n in (*named, *packages)})))
         if len(self.project.loaded()) > MAX_MODULES:
-            self.reset()
+            self.shrink()
         return outcome
 
     def _findings(self, loaded: LoadedModule, outcome: Outcome) -> list[Finding]:
@@ -164,12 +175,21 @@ class WorkerState:
         return in_project(findings, self.project)
 
     def reset(self) -> None:
-        """Drop every parsed module and memo (after an error, or to bound memory)."""
+        """Drop every parsed module and memo (after an error)."""
         roots = list(self.project.roots)
         self.project.release()
-        self._fresh_state()
+        self.project = self._fresh_project()
+        self._fresh_analysis()
+        self.dependents.clear()
         for root in roots:
             self.project.add_root(root)
+
+    def shrink(self) -> None:
+        """Drop every memo and every module but the hottest (to bound memory)."""
+        hot = [Path(path) for path, count in self.dependents.most_common(HOT_MODULES) if count > 1]
+        self.project.evict(set(hot))
+        self._fresh_analysis()
+        self.dependents.clear()
 
 
 def check_syntax(path: str, settings: Settings) -> Outcome:
@@ -201,12 +221,16 @@ def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
     `pkg.utils` is the file `pkg/utils.py`, whatever name that file has as a root of its own)."""
     loaded_paths: list[str] | None = None  # sorted, for the modules below a bound package
     seen = {loaded.path: loaded}
+    seen_packages: set[str] = set()  # each package's modules are reached once, whoever binds it
     stack = [loaded]
     while stack:
         module = stack.pop()
         named, packages = module_edges(project, module)
         reached = [project.loaded_file(key) for key in project.import_targets(module, named)]
         for package in packages:
+            if package in seen_packages:
+                continue
+            seen_packages.add(package)
             directory = project.module_directory(package)
             if directory is None:
                 continue

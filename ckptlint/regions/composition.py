@@ -262,10 +262,23 @@ class Composition:
         """The callee's project-wide name; with `last_words`, only for a callee whose
         module-local name ends in one of them (the project-wide name loads modules: asked for
         every call of transformers, it cost a third of a cold run)."""
+        if last_words is not None and not self._may_end_in(func, scope, last_words):
+            return None
         name = self.module.qualified_name(func, scope)
         if name is None or (last_words is not None and name.rsplit(".", 1)[-1] not in last_words):
             return None
         return self.finder.project.canonical_name(name)
+
+    def _may_end_in(self, func: ast.expr, scope: Scope, last_words: frozenset[str]) -> bool:
+        """Whether the callee's module-local name can end in one of `last_words`, read off the
+        syntax: an attribute's name is its last word, and so is an unbound name's (a builtin,
+        or a star import's, whose lookup would load every star-imported module); only a bound
+        name can be an alias of another (`DDP` for `DistributedDataParallel`)."""
+        if isinstance(func, ast.Attribute):
+            return func.attr in last_words
+        if isinstance(func, ast.Name):
+            return func.id in last_words or self.module.binding(scope, func.id, func.lineno) is not None
+        return False
 
 
 def _literal(call: ast.Call, name: str, default: object) -> object:

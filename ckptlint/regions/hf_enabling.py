@@ -16,6 +16,7 @@ are outside of (a quantised-only `prepare_model_for_kbit_training` does not cove
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -24,7 +25,7 @@ from ckptlint.calls import CallFinder
 from ckptlint.classes import ClassIndex
 from ckptlint.modes import hugging_face_enabling_default
 from ckptlint.symbols import ASSIGN, DEF, ModuleSymbols, Scope
-from ckptlint.syntax import keyword_value, own_statements
+from ckptlint.syntax import keyword_value, own_nodes, own_statements
 from ckptlint.versions import Versions
 
 HF_MODEL_PACKAGES = ("transformers.", "peft.")
@@ -108,6 +109,18 @@ class HfEnablings:
         name = self.module.qualified_name(func, scope)
         return None if name is None else self.finder.project.canonical_name(name)
 
+    @functools.cached_property
+    def gradient_checkpointing_lines(self) -> list[int]:
+        """The lines whose text mentions `gradient_checkpointing`, in order: a function none of
+        whose lines does cannot read a Trainer's `args.gradient_checkpointing`."""
+        return [number for number, line in enumerate(self.module.source.lines, 1) if "gradient_checkpointing" in line]
+
+    def mentions_gradient_checkpointing(self, node: ast.AST) -> bool:
+        lines = self.gradient_checkpointing_lines
+        first = getattr(node, "lineno", 1)
+        at = bisect.bisect_left(lines, first)
+        return at < len(lines) and lines[at] <= (getattr(node, "end_lineno", None) or len(self.module.source.lines))
+
     def is_trainer(self, qualified: str) -> bool:
         if qualified in TRAINERS:
             return True
@@ -124,11 +137,7 @@ class HfEnablings:
         found = self.finder.project.global_binding(qualified) if qualified else None
         if found is None or found[1].kind != DEF:
             return False
-        return any(
-            isinstance(node, ast.Call) and _callee_leaf(node.func) in INPUT_GRAD_PREPARERS
-            for statement in own_statements(found[1].node)
-            for node in ast.walk(statement)
-        )
+        return any(isinstance(node, ast.Call) and _callee_leaf(node.func) in INPUT_GRAD_PREPARERS for node in own_nodes(found[1].node))
 
 
 class _Function:
@@ -147,10 +156,8 @@ class _Function:
     @functools.cached_property
     def reads_gradient_checkpointing(self) -> bool:
         """Whether the function reads some `.gradient_checkpointing` (a Trainer's parsed args)."""
-        return any(
-            isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing"
-            for statement in own_statements(self.scope.node)
-            for node in ast.walk(statement)
+        return self.owner.mentions_gradient_checkpointing(self.scope.node) and any(
+            isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing" for node in own_nodes(self.scope.node)
         )
 
     def _may_enable(self, call: ast.Call) -> bool:
@@ -214,14 +221,13 @@ class _Function:
         if not names or any(_builds_arguments(b.value) for b in scope.bindings.get(arguments.id, []) if b.kind == ASSIGN):
             return None  # arguments built here, not parsed: TrainingArguments(gradient_checkpointing=True) is its own site
         read_at = None
-        for statement in own_statements(self.scope.node):
-            for node in ast.walk(statement):
-                if isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing_kwargs":
-                    return None  # the mode is set somewhere we do not follow
-                if isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing" and _root_name(node) == arguments.id:
-                    if not isinstance(node.ctx, ast.Load):
-                        return None
-                    read_at = min(read_at or node.lineno, node.lineno)
+        for node in own_nodes(self.scope.node):
+            if isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing_kwargs":
+                return None  # the mode is set somewhere we do not follow
+            if isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing" and _root_name(node) == arguments.id:
+                if not isinstance(node.ctx, ast.Load):
+                    return None
+                read_at = min(read_at or node.lineno, node.lineno)
         if read_at is None:
             return None
         reentrant, mode = hf_enabling_reentrant({}, self.owner.finder.versions)
