@@ -131,3 +131,66 @@ def step(x):
     [finding] = lint_source(source)
     assert (finding.code, finding.line) == ("CKP201", 7)
     assert [s.line for s in finding.sites] == [15]
+
+
+UNPACKED = """
+import json
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Block(nn.Module):
+    def __init__(self, width, norm_layer=nn.BatchNorm1d):
+        super().__init__()
+        self.norm = norm_layer(width)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+def tweak(args):
+    pass
+
+
+def build(width, deep, text):
+{filling}
+    return Block(**ba)
+
+
+def run(x, text):
+    return checkpoint(build(8, True, text), x, use_reentrant=False)
+"""
+
+UNPACKED_KNOWN = {
+    "item": 'ba = dict(width=width)\nba["norm_layer"] = nn.LayerNorm',
+    "dict call": "ba = dict(width=width, norm_layer=nn.LayerNorm)",
+    "literal": 'ba = {"width": width, "norm_layer": nn.LayerNorm}',
+    "update keywords": "ba = {}\nba.update(width=width, norm_layer=nn.LayerNorm)",
+    "update literal": 'ba = dict(width=width)\nba.update({"norm_layer": nn.LayerNorm})',
+    "unknown start": 'ba = dict(json.loads(text))\nba["width"] = width\nba["norm_layer"] = nn.LayerNorm',
+    "read and logged": 'ba = dict(width=width, norm_layer=nn.LayerNorm)\nif "width" in ba and ba.get("deep"):\n    print("{}".format(str(ba)))',
+}
+
+UNPACKED_DEFAULT_MAY_STAY = {
+    "never set": 'ba = dict(width=width)\nba["act_layer"] = nn.GELU',
+    "set under a branch": 'ba = dict(width=width)\nif deep:\n    ba["norm_layer"] = nn.LayerNorm',
+    "popped under a branch": 'ba = dict(width=width, norm_layer=nn.LayerNorm)\nif deep:\n    ba.pop("norm_layer")',
+    "other value under a branch": 'ba = dict(width=width, norm_layer=nn.LayerNorm)\nif deep:\n    ba["norm_layer"] = nn.BatchNorm1d',
+    "passed to a call": 'ba = dict(width=width, norm_layer=nn.LayerNorm)\ntweak(ba)',
+    "computed key": 'ba = dict(width=width, norm_layer=nn.LayerNorm)\nba[text] = None',
+    "unknown mapping merged": 'ba = dict(width=width, norm_layer=nn.LayerNorm)\nba.update(json.loads(text))',
+}
+
+
+def _unpacked(filling: str) -> str:
+    return UNPACKED.format(filling="\n".join("    " + line for line in filling.splitlines()))
+
+
+def test_keys_written_into_an_unpacked_dict_are_passed() -> None:
+    for name, filling in UNPACKED_KNOWN.items():
+        assert lint_source(_unpacked(filling)) == [], name
+
+
+def test_unpacked_dict_that_may_miss_the_key_keeps_the_default() -> None:
+    for name, filling in UNPACKED_DEFAULT_MAY_STAY.items():
+        assert [(f.code, f.line) for f in lint_source(_unpacked(filling))] == [("CKP204", 13)], name

@@ -186,14 +186,18 @@ class ModuleConstruction:
         if not feeding:
             return ()
         bound = _bind(init, call, passes_self=False)
+        unpacked = inference.unpacked_keywords(call, module, scope, depth, feeding) if any(k.arg is None for k in call.keywords) else {}
         recorded: list[tuple[str, tuple[Type, ...]]] = []
         for name in feeding:
             argument = bound.get(name)
-            if argument is None:
-                default = _default(init, name)
-                types = EMPTY if default is None else inference.types(default, owner.module, init.parent or init, depth + 1)
-            else:
+            given, may_miss = unpacked.get(name, (EMPTY, True))  # `Block(**ba)` after `ba['norm_layer'] = ...`
+            if argument is not None:
                 types = inference.types(argument, module, scope, depth + 1)
+            elif may_miss:
+                default = _default(init, name)
+                types = given | (EMPTY if default is None else inference.types(default, owner.module, init.parent or init, depth + 1))
+            else:
+                types = given
             recorded.append((name, tuple(ordered(t for t in types if self.is_module(t) or isinstance(t, (ClassObjectType, FunctionType))))))
         if not any(types for _, types in recorded):
             return ()

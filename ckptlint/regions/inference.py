@@ -18,6 +18,7 @@ from ckptlint.regions import registries, torch_api
 from ckptlint.regions.config_fields import field_keys
 from ckptlint.regions.construction import ModuleConstruction, name_pattern
 from ckptlint.regions.library_calls import constructed_rng
+from ckptlint.regions.unpacked_dicts import DictWrites, dict_writes
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.passed_arguments import passed_arguments
 from ckptlint.project import Project
@@ -67,6 +68,7 @@ class TypeInference:
         self._registrations: dict[int, list[tuple[str, str, str]]] = {}
         self._choosing: dict[int, frozenset[str]] = {}
         self._registering: dict[str, bool] = {}
+        self._dict_writes: dict[int, DictWrites | None] = {}  # by the name a call unpacks (`**ba`)
 
     # -- expressions ----------------------------------------------------------
 
@@ -554,12 +556,51 @@ class TypeInference:
             types = self.types(argument, module, scope, depth + 1)
             if name in choosing or registries.is_choice(types):
                 passed[name] = registries.choices(types)
-        for keyword in call.keywords:
-            if keyword.arg is not None and (keyword.arg in params or keyword.arg in keyword_only):
-                types = self.types(keyword.value, module, scope, depth + 1)
-                if keyword.arg in choosing or registries.is_choice(types):
-                    passed[keyword.arg] = registries.choices(types)
+        named = {*params, *keyword_only}
+        given = [(k.arg, self.types(k.value, module, scope, depth + 1)) for k in call.keywords if k.arg in named]
+        for name, (types, may_miss) in self.unpacked_keywords(call, module, scope, depth, named).items():
+            binding = next((b for b in callee_scope.bindings.get(name, ()) if b.kind == PARAM), None)
+            if binding is not None:  # `Block(**ba)`: a key the call may miss may leave the default
+                default = parameter_default(binding) if may_miss else None
+                given.append((name, types | self.types(default, callee_module, callee_scope.parent or callee_scope, depth + 1)))
+        for name, types in given:
+            if name in choosing or registries.is_choice(types):
+                passed[name] = registries.choices(types)
         return tuple(sorted(passed.items()))
+
+    def unpacked_keywords(
+        self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int, names: Iterable[str]
+    ) -> dict[str, tuple[Types, bool]]:
+        """What a call's `**ba` gives each of `names` its function writes (`ba['norm_layer'] = ...`,
+        `dict(k=v)`, `ba.update(k=v)`): the types, and whether the call may miss the key, so that
+        the parameter may keep its default (written under a branch, popped, or after a write that
+        can give any key). Keys no write names are left out: as under any unknown `**kwargs`,
+        their parameters keep their defaults."""
+        wanted = set(names)
+        found: dict[str, tuple[Types, bool]] = {}
+        for keyword in call.keywords:
+            if keyword.arg is not None or not isinstance(keyword.value, ast.Name):
+                continue
+            key = id(keyword.value)
+            if key not in self._dict_writes:
+                self._dict_writes[key] = dict_writes(module, scope, keyword.value)
+            writes = self._dict_writes[key]
+            if writes is None:
+                continue
+            values = {k: self._elements(v, module, scope, depth) for k, v in writes.values.items() if k in wanted}
+            sure, opaque = set(writes.sure), writes.opaque
+            for mapping, on_every_path, start in writes.merged:  # `ba.update(self.dd)`: the keys its type knows
+                keyed = [t for t in self.types(mapping, module, scope, depth + 1) if isinstance(t, KeyedType)]
+                opaque = opaque or (not keyed and not start)  # an unknown mapping merged later may give any key
+                for item in keyed:
+                    for k, types in item.items:
+                        if k in wanted:
+                            values[k] = values.get(k, EMPTY) | types
+                if on_every_path and len(keyed) == 1:
+                    sure.update(k for k, _ in keyed[0].items)
+            for k, types in values.items():
+                found[k] = (types, opaque or k not in sure or k in writes.removed)
+        return found
 
     def _choice_defaults(self, module: ModuleSymbols, scope: Scope) -> frozenset[str]:
         """Parameters whose default chooses what is built (`norm_cfg=dict(type='BN')`), memoised."""
