@@ -81,9 +81,14 @@ class Names:
         """Whether a callee expression uses one of the function names (so it may resolve)."""
         functions = self.functions
         node = callee
-        while True:  # the common shapes, `f` and `a.b.f`, without a walk
+        while True:  # the common shapes, `f`, `a.b.f` and `a.fs[i].g`, without a walk
             if node.__class__ is ast.Name:
                 return node.id in functions
+            if node.__class__ is ast.Subscript and node.slice.__class__ in (ast.Name, ast.Constant):
+                if node.slice.__class__ is ast.Name and node.slice.id in functions:
+                    return True
+                node = node.value
+                continue
             if node.__class__ is not ast.Attribute:
                 break
             if node.attr in functions:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from ckptlint.engine.cache import Cache, CacheEntry, Index, cache_key
-from ckptlint.engine.parallel import execute
+from ckptlint.engine.parallel import Workers
 from ckptlint.engine.reuse import Reuse
 from ckptlint.engine.worker import ISSUES_URL, Outcome
 from ckptlint.engine.workspace import Workspace
@@ -75,23 +75,24 @@ class Run:
 
     def execute(self) -> LintResult:
         names = Names.of(self.linter.catalogue)
-        while True:  # until no new name turns up
-            words = names.words()
-            todo, waiting = self._select(words, names)
-            if names.words() != words:
-                continue  # cached entries added names: take those in before analysing anything
-            todo = todo or waiting  # an entry that never matched is redone once nothing else moves
-            syntax = [p for p in self.named if not self.mentions.of(p, words) and not self._syntax_known(p)]
-            if not todo and not syntax:
-                break
-            outcomes, edges = execute(self.settings, names, self.roots, todo, syntax, self.linter.jobs, self.workspace.size)
-            self.reuse.add_edges(edges)
-            for outcome in outcomes:
-                self._record(outcome, words)
-            for path in todo:
-                fresh = self.outcomes.get(path)
-                if fresh is not None:
-                    names.update(fresh.names)
+        with Workers(self.linter.jobs) as workers:
+            while True:  # until no new name turns up
+                words = names.words()
+                todo, waiting = self._select(words, names)
+                if names.words() != words:
+                    continue  # cached entries added names: take those in before analysing anything
+                todo = todo or waiting  # an entry that never matched is redone once nothing else moves
+                syntax = [p for p in self.named if not self.mentions.of(p, words) and not self._syntax_known(p)]
+                if not todo and not syntax:
+                    break
+                outcomes, edges = workers.execute(self.settings, names, self.roots, todo, syntax, self.workspace.size)
+                self.reuse.add_edges(edges)
+                for outcome in outcomes:
+                    self._record(outcome, words)
+                for path in todo:
+                    fresh = self.outcomes.get(path)
+                    if fresh is not None:
+                        names.update(fresh.names)
         self.candidates = [p for p in self.files if self.mentions.of(p, names.words())]
         result = self._merge()
         self.reuse.save(self.outcomes, self.keys, self.mentions, names)

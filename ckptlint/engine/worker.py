@@ -184,6 +184,13 @@ class WorkerState:
         for root in roots:
             self.project.add_root(root)
 
+    def rename(self, names: Names) -> None:
+        """Take the names of a later round. Only which calls are checkpoint calls depends on
+        names (the finder takes them per file); modules, types and function summaries do not
+        and stay, so a second round pays for the calls its new names add."""
+        self.names = names.copy()
+        self.regions.forget_calls()
+
     def shrink(self) -> None:
         """Drop every memo and every module but the hottest (to bound memory)."""
         hot = [Path(path) for path, count in self.dependents.most_common(HOT_MODULES) if count > 1]
@@ -317,8 +324,8 @@ def run_job(
     global _STATE
     if _STATE is None or _STATE.settings != settings:
         _STATE = WorkerState(settings, names)
-    else:
-        _STATE.names.update(names)
+    elif _STATE.names != names:
+        _STATE.rename(names)
     _STATE.add_roots(roots)
     outcomes = [_STATE.analyse(path) for path in analyse]
     outcomes.extend(check_syntax(path, settings) for path in syntax_only)

@@ -44,6 +44,11 @@ class RegionEffects:
         self._by_call[id(call.node)] = found
         return found
 
+    def forget_calls(self) -> None:
+        """Drop the effects kept per checkpoint call: with new names, a call can be recognised
+        differently (worker.WorkerState.rename); summaries stay, they follow no names."""
+        self._by_call.clear()
+
     def _entry_effects(self, entry: RegionEntry | RunningStatsRegion, call: CheckpointCall) -> list[Effect]:
         if isinstance(entry, RunningStatsRegion):
             return [Effect(RUNNING_STATS, call.module, entry.node, "region", (("module_class", entry.name),))]

@@ -15,7 +15,7 @@ from typing import Iterator
 from ckptlint.regions import torch_api
 from ckptlint.syntax import walk, walk_branches
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.symbols import ASSIGN, MODULE, OTHER, UNPACK, ModuleSymbols, positional_parameters
+from ckptlint.symbols import ASSIGN, MODULE, OTHER, UNPACK, ModuleSymbols, Scope, positional_parameters
 
 _MUTATING_METHODS = torch_api.CONTAINER_MUTATORS | torch_api.CONTAINER_ONLY_MUTATORS
 _PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer")
@@ -382,19 +382,22 @@ def _is_forward_like(name: str) -> bool:
     return name in ("forward", "__call__") or name.startswith(("forward", "_forward"))
 
 
+def _inside_forward(scope: Scope | None) -> bool:
+    """Whether a scope is a forward-like function or lies inside one (a nested helper)."""
+    while scope is not None:
+        if isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_forward_like(scope.node.name):
+            return True
+        scope = scope.parent
+    return False
+
+
 def _called_from_forwards(module: ModuleSymbols) -> frozenset[str]:
     """Methods the module's forward-like functions call (`self.adapter.freeze()` inside a
     forward): what they write can change between a forward and its replay."""
     cached: frozenset[str] | None = getattr(module, "_ckptlint_step_calls", None)
     if cached is not None:
         return cached
-    names = frozenset(
-        node.func.attr
-        for function, _ in module.functions
-        if _is_forward_like(getattr(function, "name", ""))
-        for node in walk(function)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-    )
+    names = frozenset(call.func.attr for call, scope in module.calls if isinstance(call.func, ast.Attribute) and _inside_forward(scope))
     module._ckptlint_step_calls = names  # type: ignore[attr-defined]  # a memo kept on the module's symbols
     return names
 
