@@ -28,7 +28,9 @@ from typing import Callable, Iterable
 from ckptlint.catalogue import COMPOSITION_WORDS, LAYER_CLASS, Catalogue
 from ckptlint.syntax import walk
 
-_WORD = re.compile(rb"\w+")
+# bytes -> the same bytes with every byte that `rb"\w"` does not match made a space: one
+# `translate` and `split` list a file's words about twice as fast as `re.findall(rb"\w+")`
+_WORDS_ONLY = bytes(byte if chr(byte).isascii() and (chr(byte).isalnum() or byte == ord("_")) else ord(" ") for byte in range(256))
 
 
 
@@ -116,7 +118,7 @@ class Mentions:
     of new names. A file the cache knows unchanged starts with what it mentioned of the
     names the cache knew, so a warm run reads nothing.
 
-    Words are split out with one `\\w+` scan and intersected with the names: a regex
+    Words are split out with one scan and intersected with the names: a regex
     alternation of the ~600 names a large project derives is about seven times slower."""
 
     def __init__(self, data: Callable[[str], bytes | None], recorded: dict[str, tuple[frozenset[str], frozenset[str]]]):
@@ -134,7 +136,7 @@ class Mentions:
             wanted = self._encoded.get(missing)
             if wanted is None:
                 wanted = self._encoded[missing] = frozenset(name.encode() for name in missing)
-            found = found | {word.decode() for word in wanted.intersection(_WORD.findall(data))}
+            found = found | {word.decode() for word in wanted.intersection(data.translate(_WORDS_ONLY).split())}
             self._known[path] = (words if checked <= words else checked | words, found)
         return found & words
 

@@ -230,7 +230,8 @@ def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
     seen = {loaded.path: loaded}
     seen_packages: set[str] = set()  # each package's modules are reached once, whoever binds it
     stack = [loaded]
-    while stack:
+    everything = len(project.loaded())
+    while stack and len(seen) < everything:  # a package's files usually reach all that is loaded
         module = stack.pop()
         named, packages = module_edges(project, module)
         reached = [project.loaded_file(key) for key in project.import_targets(module, named)]
