@@ -59,13 +59,14 @@ class SourceFile:
 
     @cached_property
     def lines(self) -> list[str]:
-        """Physical lines without their line breaks, split as Python's tokenizer does."""
-        return _LINE_BREAK.split(self.text)
+        """Physical lines without their line breaks, split as Python's tokenizer does (a
+        text without `\\r` splits on `\\n` alone, several times faster than the regex)."""
+        return _LINE_BREAK.split(self.text) if "\r" in self.text else self.text.split("\n")
 
     @cached_property
     def parse_text(self) -> str:
         """The text with every line break as `\\n`, which the parser handles everywhere."""
-        return _LINE_BREAK.sub("\n", self.text)
+        return _LINE_BREAK.sub("\n", self.text) if "\r" in self.text else self.text
 
     def position(self, offset: int) -> tuple[int, int]:
         """1-based (line, column) of a code point offset into `text`."""

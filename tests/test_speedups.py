@@ -173,3 +173,10 @@ def test_own_nodes_are_the_def_s_nodes_each_once_without_nested_definitions() ->
 def test_word_split_is_the_regex_word_scan() -> None:
     data = SAMPLE.encode() + bytes(range(256)) + "élan_ckpt x2 _y".encode()
     assert set(data.translate(_WORDS_ONLY).split()) == set(re.findall(rb"\w+", data))
+
+
+def test_lines_without_a_carriage_return_split_as_the_regex_does() -> None:
+    for text in ("", "a", "a\n", "a\nb\n\n", "a\r\nb\rc\n", "x\r", "é\nü\x0c\n", SAMPLE):
+        source = SourceFile("m.py", "m.py", text)
+        assert source.lines == re.split(r"\r\n|\r|\n", text)
+        assert source.parse_text == re.sub(r"\r\n|\r|\n", "\n", text)
