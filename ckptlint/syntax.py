@@ -164,25 +164,19 @@ def keyword_value(call: ast.Call, name: str) -> ast.expr | None:
     return None
 
 
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
 def own_nodes(function: ast.AST) -> list[ast.AST]:
     """Every node of a def's own statements, each once: not those of functions or classes
     nested in it (walking each of `own_statements` would visit a nested block's nodes again
     for every statement that encloses it)."""
     nodes: list[ast.AST] = [s for s in getattr(function, "body", []) if not isinstance(s, _NESTED)]
-    appenders = _APPENDERS
     index = 0
     while index < len(nodes):
-        node = nodes[index]
-        start = len(nodes)
-        append = appenders.get(node.__class__) or appenders.setdefault(node.__class__, _appender(node.__class__))
-        append(node, nodes)
-        if any(isinstance(child, _NESTED) for child in nodes[start:]):
-            nodes[start:] = [child for child in nodes[start:] if not isinstance(child, _NESTED)]
+        nodes.extend(child for child in child_nodes(nodes[index]) if not isinstance(child, _NESTED))
         index += 1
     return nodes
-
-
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def own_statements(function: ast.AST) -> Iterator[ast.stmt]:

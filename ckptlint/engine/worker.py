@@ -109,7 +109,9 @@ class WorkerState:
         )
 
     def _fresh_analysis(self) -> None:
+        """New memos (and a new count of what the state's files depend on) over `self.project`."""
         config = self.settings.config
+        self.dependents.clear()
         catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
         classes = ClassIndex(self.project)
         self.finder = CallFinder(self.project, catalogue, classes, self.names, self.settings.versions)
@@ -180,7 +182,6 @@ class WorkerState:
         self.project.release()
         self.project = self._fresh_project()
         self._fresh_analysis()
-        self.dependents.clear()
         for root in roots:
             self.project.add_root(root)
 
@@ -196,7 +197,6 @@ class WorkerState:
         hot = [Path(path) for path, count in self.dependents.most_common(HOT_MODULES) if count > 1]
         self.project.evict(set(hot))
         self._fresh_analysis()
-        self.dependents.clear()
 
 
 def check_syntax(path: str, settings: Settings) -> Outcome:
