@@ -24,7 +24,7 @@ from ckptlint.catalogue import (
     CheckpointAPI,
 )
 
-from ckptlint.versions import TARGET_VERSIONS, TRACKED, normalise_name
+from ckptlint.versions import LIBRARY_MODES, SWITCHABLE, TARGET_VERSIONS, TRACKED, normalise_name
 
 # a version in target-versions: release numbers, optionally a pre/post/dev/local suffix (4.57.0rc1, 2.5.1+cpu)
 VERSION_TEXT = re.compile(r"\d+(\.\d+)*([.-]?(a|b|rc|post|dev)\d*)*(\+[\w.]+)?")
@@ -67,6 +67,7 @@ KEYS = (
     "libraries",
     "project-root",
     "target-versions",
+    "library-modes",
 )
 
 
@@ -91,6 +92,8 @@ class Config:
     project_root: Path | None = None  # `project-root`: where calls that reach the named files are looked for (frontend.py)
     # `target-versions`: library -> version the code runs with, beating the environment and the pins (versions.py)
     target_versions: tuple[tuple[str, str], ...] = ()
+    # `library-modes`: library -> "reentrant" / "non-reentrant", what its own switch selects (versions.py)
+    library_modes: tuple[tuple[str, str], ...] = ()
 
     def without_reporting(self) -> Config:
         """The configuration with every key that only decides what is reported reset: what
@@ -189,6 +192,8 @@ def parse_table(table: dict[str, Any], path: Path, prefix: str = "[tool.ckptlint
         values["project_root"] = _project_root(table["project-root"], path.parent, functools.partial(fail, "project-root"))
     if TARGET_VERSIONS in table:
         values["target_versions"] = _target_versions(table[TARGET_VERSIONS], functools.partial(fail, TARGET_VERSIONS))
+    if LIBRARY_MODES in table:
+        values["library_modes"] = _library_modes(table[LIBRARY_MODES], functools.partial(fail, LIBRARY_MODES))
     if "checkpoint-functions" in table:
         values["checkpoint_functions"] = tuple(
             _checkpoint_functions(table["checkpoint-functions"], fail)
@@ -208,6 +213,21 @@ def _target_versions(value: Any, fail: Callable[[str], ConfigError]) -> tuple[tu
         if not isinstance(version, str) or not VERSION_TEXT.fullmatch(version.strip()):
             raise fail(f'{name}: expected a version string like "4.57" or "4.57.1", not {version!r}')
         found.append((library, version.strip()))
+    return tuple(sorted(found))
+
+
+def _library_modes(value: Any, fail: Callable[[str], ConfigError]) -> tuple[tuple[str, str], ...]:
+    """`{ transformers = "reentrant", timm = "non-reentrant" }`: libraries with a switch of their own."""
+    if not isinstance(value, dict):
+        raise fail('expected a table like { transformers = "reentrant", timm = "reentrant" }')
+    found: list[tuple[str, str]] = []
+    for name, mode in value.items():
+        library = normalise_name(name)
+        if library not in SWITCHABLE:
+            raise fail(f"{name!r} has no checkpointing switch ckptlint reads (expected one of: {', '.join(SWITCHABLE)})")
+        if mode not in ("reentrant", "non-reentrant"):
+            raise fail(f'{name}: expected "reentrant" or "non-reentrant", not {mode!r}')
+        found.append((library, mode))
     return tuple(sorted(found))
 
 

@@ -9,6 +9,9 @@ CKP301-CKP305, which only apply in reentrant mode) and for `ckptlint calls`:
   ckptlint knows of does otherwise, so torch's version is not consulted);
 - a library default (Transformer Engine, timm) or fixed mode (DeepSpeed, Megatron, fairscale);
 - `checkpoint_impl=` of torch's checkpoint_wrapper (non-reentrant unless `CheckpointImpl.REENTRANT`);
+- a library's own switch when the project sets it (`library-modes`, versions.py): timm's
+  `set_reentrant_ckpt` for its `checkpoint`/`checkpoint_seq` without `use_reentrant`, and the
+  `use_reentrant` a project hands Hugging Face's enabling call, for the helper below;
 - for Hugging Face's helper (`_gradient_checkpointing_func`, GradientCheckpointingLayer), the
   release range of the library the call belongs to (catalogue.py `versioned`): transformers
   4.x reentrant, 5.x non-reentrant, diffusers non-reentrant. Without a version that decides,
@@ -93,6 +96,9 @@ def mode_of(
         if mode == FROM_ARGUMENT:
             given = "use_reentrant=None" if flag == NONE else "use_reentrant not passed"
             return CallMode(True, f"{given}: torch falls back to reentrant", by_default=True)
+        switch = versions.switch(api.library)
+        if switch is not None:  # timm's set_reentrant_ckpt / TIMM_REENTRANT_CKPT decides an omitted flag
+            return CallMode(switch.reentrant, switch.describe())
         default = api.use_reentrant_default
         return CallMode(default, f"{api.library}'s default use_reentrant={default}")
     if mode == IMPL_ARGUMENT:
@@ -147,6 +153,9 @@ def _versioned_mode(api: CheckpointAPI, owner: str | None, versions: Versions) -
     if library is None:  # not told by the code: the one candidate library the environment has, if only one
         present = [name for name in candidates if versions.get(name) is not None]
         library = present[0] if len(present) == 1 else api.library
+    switch = versions.switch(library)
+    if switch is not None:  # what the project passes the library's enabling call beats the release's default
+        return CallMode(switch.reentrant, switch.describe(), version=versions.get(library))
     ranges = [r for r in api.versioned if r.library == library]
     fallback = api.mode == REENTRANT
     modes = {r.mode for r in ranges}

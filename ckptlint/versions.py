@@ -15,6 +15,13 @@ transformers release (catalogue.py records the ranges). The versions come from, 
 
 Each library's version is taken from the first source that has it. The versions are part of
 the cache key (engine/run.py): they change results.
+
+Beside the versions, the *switches*: the mode a library's own gradient-checkpointing switch
+selects in the project, which beats the release's default for the calls that switch decides
+(`[tool.ckptlint] library-modes = { transformers = "reentrant" }`, for a project that passes
+`gradient_checkpointing_kwargs={"use_reentrant": True}`, calls timm's `set_reentrant_ckpt()`
+or hands diffusers a reentrant `partial(checkpoint, ...)`, often from a launcher flag or a YAML
+file that the linter cannot read). They are part of the cache key too.
 """
 
 from __future__ import annotations
@@ -30,6 +37,11 @@ from typing import Iterable, Iterator, Mapping
 TRACKED: tuple[str, ...] = ("torch", "transformers", "diffusers", "accelerate", "peft", "deepspeed")
 
 TARGET_VERSIONS = "target-versions"
+LIBRARY_MODES = "library-modes"
+# the libraries with a switch of their own that selects their helpers' mode (modes.py reads them):
+# transformers' gradient_checkpointing_kwargs, diffusers' enable_gradient_checkpointing(func),
+# timm's set_reentrant_ckpt / TIMM_REENTRANT_CKPT
+SWITCHABLE: tuple[str, ...] = ("transformers", "diffusers", "timm")
 ENVIRONMENT = "the environment"
 
 Release = tuple[int, ...]  # a version's release numbers, trailing zeros dropped: 4.57.0 -> (4, 57)
@@ -101,20 +113,38 @@ def exact(name: str, text: str, source: str) -> LibraryVersion | None:
 
 
 @dataclass(frozen=True)
+class LibrarySwitch:
+    """The mode a library's own switch selects in the project, and who said so."""
+
+    library: str  # one of SWITCHABLE
+    reentrant: bool
+    source: str = LIBRARY_MODES
+
+    def describe(self) -> str:
+        """`transformers switched to reentrant by library-modes`, for messages."""
+        return f"{self.library} switched to {'reentrant' if self.reentrant else 'non-reentrant'} by {self.source}"
+
+
+@dataclass(frozen=True)
 class Versions:
-    """The known versions of the tracked libraries (absent: unknown)."""
+    """What the linted code runs with that decides modes: the known versions of the tracked
+    libraries (absent: unknown) and the libraries' own switches (absent: the release's default)."""
 
     known: tuple[LibraryVersion, ...] = ()
+    switches: tuple[LibrarySwitch, ...] = ()
 
     def get(self, name: str) -> LibraryVersion | None:
         return next((version for version in self.known if version.name == name), None)
 
+    def switch(self, library: str) -> LibrarySwitch | None:
+        return next((switch for switch in self.switches if switch.library == library), None)
+
     def key(self) -> list[list[str]]:
         """What the cache key holds of them."""
-        return [[v.name, v.text, v.source] for v in self.known]
+        return [[v.name, v.text, v.source] for v in self.known] + [[s.library, str(s.reentrant), s.source] for s in self.switches]
 
     def describe(self) -> str:
-        return "; ".join(v.describe() for v in self.known) or "none known"
+        return "; ".join([*(v.describe() for v in self.known), *(s.describe() for s in self.switches)]) or "none known"
 
 
 NO_VERSIONS = Versions()
@@ -124,10 +154,12 @@ def resolve_versions(
     targets: Mapping[str, str] | Iterable[tuple[str, str]],
     library_directories: Iterable[str],
     project_root: Path | None,
+    library_modes: Iterable[tuple[str, str]] = (),
 ) -> Versions:
     """Each tracked library's version from the first source that has it: `targets`
     (target-versions), then the metadata in `library_directories`, then the pins in
-    `project_root`'s pyproject.toml and requirements files."""
+    `project_root`'s pyproject.toml and requirements files; and the `library_modes`
+    (library, "reentrant" or "non-reentrant") as switches."""
     pairs = targets.items() if isinstance(targets, Mapping) else targets
     found: dict[str, LibraryVersion] = {}
     for name, text in pairs:
@@ -139,7 +171,8 @@ def resolve_versions(
     if project_root is not None and len(found) < len(TRACKED):
         for version in pinned_versions(project_root):
             found.setdefault(version.name, version)
-    return Versions(tuple(found[name] for name in TRACKED if name in found))
+    switches = tuple(LibrarySwitch(library, mode == "reentrant") for library, mode in sorted(library_modes))
+    return Versions(tuple(found[name] for name in TRACKED if name in found), switches)
 
 
 # -- the environment ------------------------------------------------------------

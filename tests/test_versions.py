@@ -149,6 +149,75 @@ def test_bad_target_versions_are_one_line_errors_naming_the_key(tmp_path: Path, 
     assert "\n" not in message and "[tool.ckptlint] target-versions" in message and problem in message
 
 
+# -- library-modes: the libraries' own switches ---------------------------------------------
+
+TIMM_STYLE = """\
+import torch
+from timm.models._manipulate import checkpoint, checkpoint_seq
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        x = checkpoint_seq(self.stages, x)
+        x = checkpoint_seq(self.stages, x, use_reentrant=False)
+        return checkpoint(self.head, x)
+"""
+
+
+@pytest.mark.parametrize(
+    ("installed", "mode", "expected"),
+    [("5.2.1", "reentrant", [BRANCH]), ("4.57.0", "non-reentrant", [])],
+    ids=["reentrant over transformers 5", "non-reentrant over transformers 4"],
+)
+def test_library_modes_beat_the_release_default(tmp_path: Path, installed: str, mode: str, expected: list) -> None:
+    """`gradient_checkpointing_kwargs={"use_reentrant": ...}` passed where the linter cannot see it."""
+    project = make_project(tmp_path, installed={"transformers": installed}, extra=f'library-modes = {{ transformers = "{mode}" }}\n')
+    result = lint(project)
+    assert found(result) == expected
+    assert modes(result)[1] == (37, mode, f"transformers switched to {mode} by library-modes")
+
+
+def test_library_modes_switch_timm_calls_that_leave_use_reentrant_to_timm(tmp_path: Path) -> None:
+    project = make_project(tmp_path, TIMM_STYLE, extra='library-modes = { timm = "reentrant" }\n')
+    assert modes(lint(project)) == [(7, "reentrant", "timm switched to reentrant by library-modes"),
+                                    (8, "non-reentrant", "use_reentrant=False"),
+                                    (9, "reentrant", "timm switched to reentrant by library-modes")]
+    plain = make_project(tmp_path / "plain", TIMM_STYLE)
+    assert modes(lint(plain))[0] == (7, "non-reentrant", "timm's default use_reentrant=False")
+
+
+def test_the_diffusers_switch_leaves_transformers_helpers_alone(tmp_path: Path) -> None:
+    project = make_project(tmp_path, installed={"transformers": "5.2.1"}, extra='library-modes = { diffusers = "reentrant" }\n')
+    assert found(lint(project)) == []
+    assert modes(lint(project))[1] == (37, "non-reentrant", "transformers 5.2.1 from the environment")
+
+
+def test_a_changed_library_mode_changes_the_cached_result(tmp_path: Path) -> None:
+    project = make_project(tmp_path, installed={"transformers": "5.2.1"})
+    assert found(lint(project, cache=True)) == []
+    config = project / "pyproject.toml"
+    config.write_text(config.read_text() + 'library-modes = { transformers = "reentrant" }\n')
+    assert found(lint(project, cache=True)) == [BRANCH]
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ('{ deepspeed = "reentrant" }', "'deepspeed' has no checkpointing switch ckptlint reads (expected one of: transformers, diffusers, timm)"),
+        ('{ timm = "sometimes" }', "timm: expected \"reentrant\" or \"non-reentrant\", not 'sometimes'"),
+        ('{ timm = true }', "not True"),
+        ('"reentrant"', "expected a table like"),
+    ],
+)
+def test_bad_library_modes_are_one_line_errors_naming_the_key(tmp_path: Path, value: str, problem: str) -> None:
+    config = tmp_path / "pyproject.toml"
+    config.write_text(f"[tool.ckptlint]\nlibrary-modes = {value}\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(config, tmp_path)
+    message = str(error.value)
+    assert "\n" not in message and "[tool.ckptlint] library-modes" in message and problem in message
+
+
 # -- the project's pins ------------------------------------------------------------------
 
 
