@@ -63,6 +63,8 @@ class CheckpointAPI:
     region_keyword: str | None = None
     # where the region's own positional arguments start in the call (None: not in this call)
     arguments_from: int | None = 1
+    # for a sequence of modules: (position, keyword) of the first segment's input
+    sequence_input: tuple[int, str] | None = None
     use_reentrant_position: int | None = None  # positional index of use_reentrant, if any
     use_reentrant_default: bool | None = None  # for LIBRARY_DEFAULT
     takes_preserve_rng_state: bool = False
@@ -132,6 +134,7 @@ BUILTIN_APIS: tuple[CheckpointAPI, ...] = (
         MODULES,
         FROM_ARGUMENT,
         region_keyword="functions",
+        sequence_input=(2, "input"),
         use_reentrant_position=3,
         takes_preserve_rng_state=True,
         summary="checkpoint_sequential(functions, segments, input): replays all but the last segment",
@@ -248,6 +251,7 @@ BUILTIN_APIS: tuple[CheckpointAPI, ...] = (
         MODULES,
         LIBRARY_DEFAULT,
         region_keyword="functions",
+        sequence_input=(1, "x"),
         use_reentrant_position=6,
         use_reentrant_default=False,
         takes_preserve_rng_state=True,

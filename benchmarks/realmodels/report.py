@@ -56,8 +56,9 @@ def _records(results: Iterable[dict[str, Any]]) -> list[tuple[str, str, str, Any
                 constructed = data.get("constructed_at")
                 if constructed:
                     constructed = {**constructed, "path": real(constructed["path"])}
+                callers = [{**caller, "path": real(caller["path"])} for caller in data.get("callers", ())]
                 record = Record(site=site, region=region, api=data["api"], flags=data["flags"], device=data["device"],
-                                verdict=data["verdict"], reasons=data["reasons"], constructed_at=constructed)  # fmt: skip
+                                verdict=data["verdict"], reasons=data["reasons"], constructed_at=constructed, callers=callers)  # fmt: skip
                 record.executed = {(real(file), first, last) for file, first, last in data.get("executed", ())}
                 found.append((result["library"], result["name"], mode, record))
     return found

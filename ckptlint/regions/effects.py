@@ -26,7 +26,7 @@ class RegionEffects:
         self.mutability = Mutability(classes)
         self.effects = Summaries(project, classes, self.inference, self.mutability)
         self.resolver = RegionResolver(classes, self.inference)
-        self.grad_flow = GradFlow(classes)  # CKP301/CKP302: what reaches a reentrant region
+        self.grad_flow = GradFlow(classes, self.inference)  # CKP301/CKP302: what reaches a reentrant region
         self._by_call: dict[int, list[Effect]] = {}
 
     def region_effects(self, call: CheckpointCall) -> list[Effect]:

@@ -18,13 +18,33 @@ Anything else is unknown and never reported: precision first. The rules word the
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
-from typing import Iterator
+import weakref
+from dataclasses import dataclass, replace
+from typing import Iterable, Iterator
 
 from ckptlint.calls import CheckpointCall
-from ckptlint.catalogue import CALLABLE, FROM_ARGUMENT, LIBRARY_DEFAULT, NONE, OMITTED, TRUE
+from ckptlint.catalogue import CALLABLE, FROM_ARGUMENT, LAYER_CLASS, LIBRARY_DEFAULT, NONE, OMITTED, TRUE
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.symbols import ANNOTATION, ASSIGN, DEF, FUNCTION, LAMBDA, MODULE, PARAM, UNPACK, Binding, ModuleSymbols, Scope
+from ckptlint.regions.model_inputs import ModelInputs
+from ckptlint.symbols import (
+    ANNOTATION,
+    ASSIGN,
+    CLASS,
+    DEF,
+    FUNCTION,
+    LAMBDA,
+    LOOP,
+    MODULE,
+    PARAM,
+    UNPACK,
+    Binding,
+    ModuleSymbols,
+    Scope,
+    parameter_default,
+    positional_parameters,
+)
+from ckptlint.regions.inference import TypeInference
+from ckptlint.regions.values import ClassType
 
 # why a value cannot require grad (CKP301's wording keys)
 DETACHED = "detached"
@@ -34,6 +54,8 @@ INTEGER = "integer"
 TOKENS = "tokens"
 FROZEN_EMBEDDING = "frozen-embedding"
 BUFFER = "buffer"
+MODEL_INPUT = "model-input"  # the data an entry model is trained on (regions/model_inputs.py)
+NOT_TENSOR = "not-tensor"  # a parameter annotated or defaulted as a bool, int, float or str
 # why a value can require grad (CKP302's wording keys)
 TRAINABLE_OUTPUT = "trainable-output"
 PARAMETER = "parameter"
@@ -89,10 +111,14 @@ class Reason:
 
 @dataclass(frozen=True)
 class NoGradInput:
-    """A positional input of the region and why it cannot require grad."""
+    """A positional input of the region and why it cannot require grad; `first_pass` is the
+    line of the loop around the call when that holds only on the loop's first pass (later
+    passes feed the region the previous one's output)."""
 
     text: str
     reason: Reason
+    first_pass: int | None = None
+    called_at: int | None = None  # for a checkpointing layer: the line calling the instance
 
 
 @dataclass(frozen=True)
@@ -121,33 +147,144 @@ def takes_use_reentrant(call: CheckpointCall) -> bool:
 
 
 class GradFlow:
-    def __init__(self, classes: ClassIndex):
+    def __init__(self, classes: ClassIndex, inference: TypeInference):
         self.classes = classes
+        self.inference = inference
+        self.model_inputs = ModelInputs(classes)
+        self._instance_classes: weakref.WeakKeyDictionary[ModuleSymbols, dict[int, frozenset[str]]] = weakref.WeakKeyDictionary()
 
     # -- CKP301 ---------------------------------------------------------------
 
-    def no_grad_inputs(self, call: CheckpointCall) -> list[NoGradInput]:
+    def no_grad_inputs(self, call: CheckpointCall, module_calls: Iterable[CheckpointCall] = ()) -> list[NoGradInput]:
         """The positional tensor inputs, each with why it cannot require grad, when *all* are known
-        not to (and at least one is a tensor); otherwise empty."""
-        inputs = self._positional_inputs(call)
-        if not inputs or call.reentrant is not True or not self._may_hold_parameters(call):
+        not to (and at least one is a tensor); otherwise empty. `module_calls` are the module's
+        other checkpoint calls, whose outputs are seen through (a reentrant region's output
+        requires grad only when one of its inputs does). A call in a loop whose inputs are a
+        previous pass's output is judged on the loop's first pass too. A checkpointing layer is
+        judged at each call of an instance of it in its module (the first that starves)."""
+        if call.reentrant is not True or not self._may_hold_parameters(call):
             return []
-        found: list[NoGradInput] = []
-        for argument in inputs:
-            if isinstance(argument, ast.Constant):
-                continue  # not a tensor
-            reason = Evaluator(self, call.module, call.scope, call.line).no_grad(argument)
-            if reason is None:
-                return []
-            found.append(NoGradInput(ast.unparse(argument), reason))
-        return found
+        reentrant = ReentrantCalls.of(module_calls if module_calls else (call,), self)
+        if call.api.region_kind == LAYER_CLASS:
+            for instance_call, scope in reentrant.instance_calls(call, call.module):
+                found = self._starved(call.module, scope, instance_call, list(instance_call.args), reentrant)
+                if found:
+                    return [replace(i, called_at=instance_call.lineno) for i in found]
+            return []
+        inputs = self._positional_inputs(call)
+        return self._starved(call.module, call.scope, call.node, inputs, reentrant) if inputs else []
+
+    def _starved(self, module: ModuleSymbols, scope: Scope, node: ast.AST, inputs: list[ast.expr], reentrant: ReentrantCalls) -> list[NoGradInput]:
+        line = getattr(node, "lineno", None)
+        found = _all_no_grad(inputs, Evaluator(self, module, scope, line, reentrant=reentrant))
+        if found is None and _in_loop(scope.node, node):
+            first_pass = Evaluator(self, module, scope, line, reentrant=reentrant, first_pass=True)
+            found = _all_no_grad(inputs, first_pass)
+            loop = first_pass.enclosing_loop()
+            found = [replace(i, first_pass=loop) for i in found] if found is not None and loop is not None else None
+        return found or []
 
     def _positional_inputs(self, call: CheckpointCall) -> list[ast.expr]:
-        start = call.api.arguments_from
+        """The tensors the reentrant function is applied to: a callable region's arguments after
+        it, a checkpointing layer's positional arguments (its keywords are bound into a partial),
+        the input of `checkpoint_seq(functions, x)` (the first segment's; a later segment's is
+        the previous one's output, detached when that one's is)."""
         arguments = call.arguments
-        if call.api.region_kind != CALLABLE or start is None or arguments.unknown_from is not None:
+        if arguments.unknown_from is not None:
+            return []
+        if call.api.region_kind == LAYER_CLASS:
+            return list(arguments.positional)
+        if call.api.sequence_input is not None:
+            given = arguments.get(*call.api.sequence_input)
+            return [given] if given is not None else []
+        start = call.api.arguments_from
+        if call.api.region_kind != CALLABLE or start is None:
             return []
         return arguments.positional[start:]
+
+    def instance_classes(self, module: ModuleSymbols) -> dict[int, frozenset[str]]:
+        """For each call in `module` whose callee can be a module instance, the classes it can be
+        (by call node id); computed once per module."""
+        found = self._instance_classes.get(module)
+        if found is None:
+            found = {}
+            for node, scope in module.calls:
+                if _may_be_instance(node.func, module, scope):
+                    names = frozenset(t.name for t in self.inference.types(node.func, module, scope) if isinstance(t, ClassType))
+                    if names:
+                        found[id(node)] = names
+            self._instance_classes[module] = found
+        return found
+
+    # -- parameters: what every caller passes ---------------------------------
+
+    def parameter_no_grad(
+        self, module: ModuleSymbols, scope: Scope, name: str, depth: int, active: frozenset[tuple[int, str]], reentrant: ReentrantCalls | None
+    ) -> Reason | None:
+        """Why parameter `name` of the method `scope` cannot require grad: it is the data an
+        entry model is trained on (model_inputs.py), or every call of the method in its module
+        passes a value that cannot. None when unknown (no caller, one passes something else,
+        a `*args`/`**kwargs` call, a recursion)."""
+        key = (id(scope.node), name)
+        parent = scope.parent
+        node = scope.node
+        if key in active or parent is None or parent.kind != CLASS or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        info = self.classes.info(module, parent)
+        if node.name == "forward":
+            data = self.model_inputs.data_parameter(info)
+            if data is not None and data.name == name and self.classes.find_method(info, "forward") == (info, scope):
+                return Reason(MODEL_INPUT, f"`{name}` of `{data.model}.forward`, the data the model is trained on ({data.convention})", data.line)
+        first: Reason | None = None
+        for argument, caller, line in self._callers(info, scope, name):
+            if argument is None:
+                return None
+            reason = Evaluator(self, module, caller, line, depth + 1, active | {key}, reentrant).no_grad(argument)
+            if reason is None:
+                return None
+            first = first or reason
+        return first
+
+    def _callers(self, info: ClassInfo, scope: Scope, name: str) -> Iterator[tuple[ast.expr | None, Scope, int]]:
+        """(the argument passed for `name` or None when unknown, the calling scope, its line) for
+        each call of the method in its module: `self.method(...)` in the class or a subclass,
+        and, for `forward`, `self.attr(...)` / `self.attr.forward(...)` where the class builds
+        `self.attr = Class(...)`."""
+        module = info.module
+        node = scope.node
+        assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        method = node.name
+        parameters = [a.arg for a in positional_parameters(node.args)][1:]
+        position = parameters.index(name) if name in parameters else None
+        for call, caller in module.calls:
+            func = call.func
+            if not isinstance(func, ast.Attribute):
+                continue
+            if self._calls_method(module, caller, func, info, method) or (method == "forward" and self._calls_instance(module, caller, func, info)):
+                yield _argument(call, name, position), caller, call.lineno
+
+    def _calls_method(self, module: ModuleSymbols, caller: Scope, func: ast.Attribute, info: ClassInfo, method: str) -> bool:
+        """`self.method(...)` in a method of `info` or of a subclass of it."""
+        if func.attr != method or not isinstance(func.value, ast.Name):
+            return False
+        owner = self.classes.enclosing_class(module, caller)
+        if owner is None or func.value.id != Evaluator(self, module, caller, None).scope_receiver():
+            return False
+        return any(cls.node is info.node for cls in self.classes.mro(owner))
+
+    def _calls_instance(self, module: ModuleSymbols, caller: Scope, func: ast.Attribute, info: ClassInfo) -> bool:
+        """`self.attr(...)` or `self.attr.forward(...)` where `self.attr = Class(...)` in the caller's class."""
+        target = func.value if func.attr == "forward" else func
+        if not isinstance(target, ast.Attribute) or not isinstance(target.value, ast.Name):
+            return False
+        owner = self.classes.enclosing_class(module, caller)
+        if owner is None or target.value.id != Evaluator(self, module, caller, None).scope_receiver():
+            return False
+        assignments = self.classes.attribute_assignments(owner, target.attr)
+        return bool(assignments) and all(
+            isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Name) and a.value.func.id == info.name and not a.augmented
+            for a in assignments
+        )
 
     def _may_hold_parameters(self, call: CheckpointCall) -> bool:
         """A lambda or local function that calls nothing and reads no attribute has no parameters to starve."""
@@ -330,13 +467,33 @@ class GradFlow:
 class Evaluator:
     """Evaluates expressions of one function, as seen at one line (None: anywhere)."""
 
-    def __init__(self, flow: GradFlow, module: ModuleSymbols, scope: Scope, line: int | None, depth: int = 0):
+    def __init__(
+        self,
+        flow: GradFlow,
+        module: ModuleSymbols,
+        scope: Scope,
+        line: int | None,
+        depth: int = 0,
+        active: frozenset[tuple[int, str]] = frozenset(),
+        reentrant: ReentrantCalls | None = None,
+        first_pass: bool = False,
+    ):
         self.flow = flow
         self.module = module
         self.scope = scope
         self.line = line
         self.depth = depth
+        self.active = active  # the parameters being asked about up the call chain (a recursion guard)
+        self.reentrant = reentrant  # the module's reentrant checkpoint calls, seen through
+        self.first_pass = first_pass  # what the use sees on the first pass of the loop around it
         self._statements = _StatementIndex(scope.node) if scope.kind in (FUNCTION, LAMBDA) else None
+
+    def enclosing_loop(self) -> int | None:
+        """The line of the innermost loop around `self.line`, if any."""
+        if self._statements is None or self.line is None:
+            return None
+        loops = self._statements.loops_around(self.line)
+        return loops[-1].lineno if loops else None
 
     # -- cannot require grad --------------------------------------------------
 
@@ -396,6 +553,10 @@ class Evaluator:
                 return self.no_grad(func.value, active)
             if isinstance(func.value, ast.Name) and func.value.id == self.scope_receiver():
                 return self._frozen_embedding(method)
+        if self.reentrant is not None:
+            inputs = self.reentrant.inputs_of(call, self.module, self.scope)
+            if inputs is not None:  # a reentrant region's output requires grad only if one of its inputs does
+                return self._operands(*inputs, active=active) if inputs else None
         name = self.module.qualified_name(func, self.scope)
         if name == "torch.utils.checkpoint.checkpoint" and _literal_reentrant(call):
             # a reentrant region's output requires grad only if one of its positional inputs does
@@ -497,6 +658,8 @@ class Evaluator:
             return None
         if no_grad and self._grad_enabled_later(expr.id):
             return None
+        if not no_grad and any(b.kind == PARAM for b in bindings):
+            return None  # a parameter: whether a caller passes something that requires grad is not followed
         found: Reason | None = None
         for binding in bindings:
             key = (binding.name, binding.line)
@@ -511,6 +674,10 @@ class Evaluator:
         return found
 
     def _binding(self, binding: Binding, active: frozenset[tuple[str, int]], no_grad: bool) -> Reason | None:
+        if binding.kind == PARAM and no_grad and binding.scope is self.scope:
+            if _non_tensor_parameter(binding):
+                return Reason(NOT_TENSOR, binding.name, binding.line)
+            return self.flow.parameter_no_grad(self.module, self.scope, binding.name, self.depth, self.active, self.reentrant)
         if binding.kind not in (ASSIGN, UNPACK) or binding.value is None:
             return None
         scope = binding.written_from or binding.scope
@@ -522,9 +689,11 @@ class Evaluator:
             return None
         value = binding.value
         if binding.kind == UNPACK:
-            if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("chunk", "split", "unbind")):
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("chunk", "split", "unbind"):
+                value = value.func.value
+            elif not no_grad:
                 return None  # an element of what a call returns: unknown
-            value = value.func.value
+            # else: no element of a value that cannot require grad can (a reentrant region's outputs)
         return evaluator.no_grad(value, active) if no_grad else evaluator.needs_grad(value, active)
 
     def _reaching(self, name: str) -> list[Binding]:
@@ -532,11 +701,11 @@ class Evaluator:
         bindings = [b for b in self.module.lookup(self.scope, name) if b.kind != ANNOTATION]
         if not bindings:
             return []
-        if any(b.kind == PARAM for b in bindings):
-            return []  # a parameter: unknown provenance
+        if any(b.kind == PARAM for b in bindings) and bindings[0].scope is not self.scope:
+            return []  # an enclosing function's parameter: unknown provenance
         if self.line is None or self._statements is None or bindings[0].scope is not self.scope:
             return bindings
-        return self._statements.reaching([b for b in bindings if b.written_from is None], self.line)
+        return self._statements.reaching([b for b in bindings if b.written_from is None], self.line, self.first_pass)
 
     def _grad_enabled_later(self, name: str) -> bool:
         """`x.requires_grad_()` or `x.requires_grad = True` anywhere in the function: not known."""
@@ -604,9 +773,14 @@ class _StatementIndex:
         statement = self.statement_of(node)
         return self.grad.get(id(statement)) if statement is not None else None
 
-    def reaching(self, bindings: list[Binding], line: int) -> list[Binding]:
+    def loops_around(self, line: int) -> tuple[ast.stmt, ...]:
+        use = next((s for s in reversed(self.statements) if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+        return self.loops.get(id(use), ()) if use is not None else ()
+
+    def reaching(self, bindings: list[Binding], line: int, first_pass: bool = False) -> list[Binding]:
         """The last binding before `line` that always runs on the way, and the conditional ones
-        after it; bindings later in a loop around the use come round again."""
+        after it; bindings later in a loop around the use come round again (unless `first_pass`:
+        what the use sees on the loop's first pass)."""
         use = next((s for s in reversed(self.statements) if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
         if use is None:
             return bindings
@@ -621,10 +795,123 @@ class _StatementIndex:
             if chain is not None and use_chain[: len(chain)] == chain:
                 break  # it always runs before the use: earlier ones are overwritten
         loop_lines = [(loop.lineno, loop.end_lineno or loop.lineno) for loop in use_loops]
+        if first_pass:
+            return found
         for binding in bindings:
             if binding.line >= line and any(start <= binding.line <= end for start, end in loop_lines):
                 found.append(binding)
         return found
+
+
+class ReentrantCalls:
+    """A module's reentrant checkpoint calls, by call node, and its reentrant checkpointing layer
+    classes, by qualified name: what an expression evaluated in the module can see through."""
+
+    def __init__(self, flow: GradFlow, calls: dict[int, CheckpointCall], layers: dict[str, CheckpointCall]):
+        self.flow = flow
+        self.calls = calls
+        self.layers = layers
+
+    @classmethod
+    def of(cls, calls: Iterable[CheckpointCall], flow: GradFlow) -> ReentrantCalls:
+        by_node: dict[int, CheckpointCall] = {}
+        layers: dict[str, CheckpointCall] = {}
+        for call in calls:
+            if call.reentrant is not True:
+                continue
+            if call.api.region_kind == LAYER_CLASS and isinstance(call.node, ast.ClassDef):
+                layers[_layer_name(call)] = call
+            else:
+                by_node[id(call.node)] = call
+        return cls(flow, by_node, layers)
+
+    def inputs_of(self, node: ast.Call, module: ModuleSymbols, scope: Scope) -> list[ast.expr] | None:
+        """The positional inputs of `node` when it runs a reentrant region; None otherwise."""
+        call = self.calls.get(id(node))
+        if call is not None:
+            return self.flow._positional_inputs(call)
+        if self.layers and not any(isinstance(a, ast.Starred) for a in node.args):
+            if self.flow.instance_classes(module).get(id(node), frozenset()) & self.layers.keys():
+                return list(node.args)
+        return None
+
+    def instance_calls(self, layer: CheckpointCall, module: ModuleSymbols) -> list[tuple[ast.Call, Scope]]:
+        """The calls in `module` of an instance of the checkpointing layer `layer`, in line order."""
+        name = _layer_name(layer)
+        classes = self.flow.instance_classes(module)
+        found = [(node, scope) for node, scope in module.calls if name in classes.get(id(node), ())]
+        return sorted(found, key=lambda item: (item[0].lineno, item[0].col_offset))
+
+
+def _layer_name(call: CheckpointCall) -> str:
+    """The qualified name of the checkpointing layer class a LAYER_CLASS call is (its ClassDef)."""
+    assert isinstance(call.node, ast.ClassDef)
+    return call.module.defined_name(call.scope, call.node.name)
+
+
+def _may_be_instance(func: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
+    """A callee that can be a module instance: a local name (`layer`), an attribute of the
+    receiver (`self.layer`), an item of either (`self.layers[i]`); not an imported function or
+    class, a method call (`x.view(...)`) or a builtin, whose types are not worth inferring."""
+    if isinstance(func, ast.Subscript):
+        return _may_be_instance(func.value, module, scope)
+    if isinstance(func, ast.Attribute):
+        receiver = _receiver(scope)
+        return receiver is not None and isinstance(func.value, ast.Name) and func.value.id == receiver
+    if isinstance(func, ast.Name):
+        bindings = module.lookup(scope, func.id)
+        return bool(bindings) and all(b.kind in (ASSIGN, UNPACK, LOOP, PARAM) and b.scope.kind in (FUNCTION, LAMBDA) for b in bindings)
+    return False
+
+
+def _receiver(scope: Scope) -> str | None:
+    current: Scope | None = scope
+    while current is not None and current.enclosing_class is None:
+        current = current.parent
+    return current.first_parameter() if current is not None else None
+
+
+def _all_no_grad(inputs: list[ast.expr], evaluator: Evaluator) -> list[NoGradInput] | None:
+    found: list[NoGradInput] = []
+    for argument in inputs:
+        if isinstance(argument, ast.Constant):
+            continue  # not a tensor
+        reason = evaluator.no_grad(argument)
+        if reason is None:
+            return None
+        if reason.kind == NOT_TENSOR:
+            continue  # `output_attentions: bool`: not one of the region's tensors
+        found.append(NoGradInput(ast.unparse(argument), reason))
+    return found or None
+
+
+_NON_TENSOR_ANNOTATIONS = frozenset({"bool", "int", "float", "str"})
+
+
+def _non_tensor_parameter(binding: Binding) -> bool:
+    """A parameter annotated `bool`/`int`/`float`/`str` (or Optional of one), or defaulting to such a constant."""
+    node = binding.node
+    annotation = node.annotation if isinstance(node, ast.arg) else None
+    if annotation is not None:
+        names = {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)} | {
+            n.value for n in ast.walk(annotation) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
+        names.discard("None")
+        names.discard("Optional")
+        return bool(names) and names <= _NON_TENSOR_ANNOTATIONS
+    default = parameter_default(binding)
+    return isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str))
+
+
+def _argument(call: ast.Call, name: str, position: int | None) -> ast.expr | None:
+    """What `call` passes for parameter `name` (at `position`); None when not known (a starred
+    argument or `**kwargs` may carry it, or the default is used)."""
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    if position is not None and position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+        return call.args[position]
+    return None
 
 
 def _grad_context(expr: ast.expr) -> str | None:

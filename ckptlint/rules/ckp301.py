@@ -16,6 +16,7 @@ WHY = {
     "tokens": "holds token ids from the tokenizer (`{detail}`, line {line})",
     "frozen-embedding": "is the output of `{detail}`, an embedding frozen at line {line}",
     "buffer": "is the buffer `{detail}` (registered at line {line}); buffers never require grad",
+    "model-input": "is {detail} (line {line})",
 }
 
 
@@ -92,8 +93,10 @@ class NoInputRequiresGrad(Rule):
             if not inputs:
                 continue
             described = "; ".join(f"`{i.text}` " + WHY[i.reason.kind].format(detail=i.reason.detail, line=i.reason.line) for i in inputs)
+            loop = inputs[0].first_pass
+            when = f" on the first pass of the loop at line {loop}" if loop is not None else ""
             summary = (
-                f"reentrant checkpoint ({context.reentrant_because(call)}) whose positional inputs cannot require grad: "
+                f"reentrant checkpoint ({context.reentrant_because(call)}) whose positional inputs cannot require grad{when}: "
                 f"{described}; the output is detached and the region's parameters get no gradient "
                 f"(torch warns \"None of the inputs have requires_grad=True\"); pass use_reentrant=False"
             )

@@ -35,7 +35,7 @@ class RuleContext:
 
     def no_grad_inputs(self, call: CheckpointCall) -> list[NoGradInput]:
         """CKP301: the positional inputs of a reentrant call, when none of them can require grad."""
-        return self.regions.grad_flow.no_grad_inputs(call)
+        return self.regions.grad_flow.no_grad_inputs(call, self.calls)
 
     def untracked_tensors(self, call: CheckpointCall) -> list[UntrackedTensor]:
         """CKP302: tensors reaching a reentrant region other than as positional inputs."""

@@ -25,11 +25,13 @@ from ckptlint.runtime.reach import KEYWORD, POSITIONAL, Reachable
 PARAMETER_GRAD_MISSING = "parameter-grad-missing"
 NO_GRAD_INPUT = "no-grad-input"  # no top-level positional tensor input requires grad (CKP301)
 NON_POSITIONAL = "non-positional"  # a tensor that requires grad reaches the region another way (CKP302)
+UNTRACKED_OUTPUT = "untracked-output"  # the region returns its tensors in a dict or dataclass (CKP306)
 UNEXPLAINED = "unexplained"  # neither (or a non-reentrant call): reported, joined to no rule
 # what each cause confirms, as join reads it (`Rule.confirmed_by`): CKP301 and CKP302
 CONFIRMS_NO_GRAD_INPUT = f"{PARAMETER_GRAD_MISSING}:{NO_GRAD_INPUT}"
 CONFIRMS_NON_POSITIONAL = f"{PARAMETER_GRAD_MISSING}:{NON_POSITIONAL}"
-RULE_OF_CAUSE = {NO_GRAD_INPUT: "CKP301", NON_POSITIONAL: "CKP302"}
+CONFIRMS_UNTRACKED_OUTPUT = f"{PARAMETER_GRAD_MISSING}:{UNTRACKED_OUTPUT}"
+RULE_OF_CAUSE = {NO_GRAD_INPUT: "CKP301", NON_POSITIONAL: "CKP302", UNTRACKED_OUTPUT: "CKP306"}
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,12 @@ def missing_parameter_grads(plain: Outcome, checkpointed: Outcome) -> list[str]:
     return missing
 
 
-def cause(reentrant: bool, reached: list[ReachedTensor]) -> tuple[str, list[ReachedTensor]]:
+def cause(reentrant: bool, reached: list[ReachedTensor], untracked_container: str | None = None) -> tuple[str, list[ReachedTensor]]:
     """Why gradients went missing, and the tensors that show it. Only reentrant mode drops
     them this way; a grad-requiring tensor arriving other than positionally is the more
-    specific cause (it is usually what was meant to carry the gradient)."""
+    specific cause (it is usually what was meant to carry the gradient); with positional
+    inputs that require grad, a result whose tensors sit in a dict or dataclass comes back
+    detached (`untracked_container` names its type)."""
     if not reentrant:
         return UNEXPLAINED, []
     elsewhere = [t for t in reached if t.how != POSITIONAL and t.requires_grad]
@@ -88,13 +92,15 @@ def cause(reentrant: bool, reached: list[ReachedTensor]) -> tuple[str, list[Reac
     positional = [t for t in reached if t.how == POSITIONAL]
     if not any(t.requires_grad for t in positional):
         return NO_GRAD_INPUT, positional
+    if untracked_container is not None:
+        return UNTRACKED_OUTPUT, []
     return UNEXPLAINED, []
 
 
-def missing_grad_reason(missing: list[str], reentrant: bool, reached: list[ReachedTensor]) -> dict[str, Any]:
+def missing_grad_reason(missing: list[str], reentrant: bool, reached: list[ReachedTensor], untracked_container: str | None = None) -> dict[str, Any]:
     """The record's reason: the parameters, the cause, the rule it confirms and a sentence."""
-    why, tensors = cause(reentrant, reached)
-    reason = Reason(PARAMETER_GRAD_MISSING, ", ".join(missing), detail=_sentence(why, tensors, len(missing)))
+    why, tensors = cause(reentrant, reached, untracked_container)
+    reason = Reason(PARAMETER_GRAD_MISSING, ", ".join(missing), detail=_sentence(why, tensors, len(missing), untracked_container))
     return {
         **reason.to_dict(),
         "parameters": missing,
@@ -104,8 +110,13 @@ def missing_grad_reason(missing: list[str], reentrant: bool, reached: list[Reach
     }
 
 
-def _sentence(why: str, tensors: list[ReachedTensor], count: int) -> str:
+def _sentence(why: str, tensors: list[ReachedTensor], count: int, container: str | None = None) -> str:
     lost = f"{count} parameter{'s' if count != 1 else ''} get no gradient with checkpointing"
+    if why == UNTRACKED_OUTPUT:
+        return (
+            f"{lost}: the region returns its tensors inside a {container}, which reentrant checkpoint's "
+            f"autograd.Function does not track, so they come back detached (CKP306)"
+        )
     if why == NO_GRAD_INPUT:
         inputs = ", ".join(t.name for t in tensors) or "none"
         return (

@@ -33,6 +33,7 @@ from ckptlint.runtime.witness import Witness
 _LOCAL = threading.local()
 _GENERATOR_FLAGS = ("preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop")
 _GENERATOR_NAMES = ("_checkpoint_without_reentrant_generator_impl", "_checkpoint_without_reentrant_generator")
+CALLERS = 2  # user frames recorded above a call site (Record.callers)
 _ORIGINAL = "__ckptlint_original__"  # on each patch: what it replaced, so a nested install finds torch's own
 _BACKWARD_FAILED = "__ckptlint_backward_failed__"  # on a reentrant region we wrapped: told when its backward raises
 
@@ -44,6 +45,12 @@ class UnsupportedTorch(RuntimeError):
         super().__init__(
             f"ckptlint's runtime companion does not support torch {torch.__version__}: {missing}; please report it"
         )
+
+
+def in_backward() -> bool:
+    """Whether autograd is running a backward pass on this thread (a recompute runs there)."""
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return task is not None and task() != -1
 
 
 def probing() -> bool:
@@ -73,12 +80,20 @@ class Site:
 
 def user_site(extra_skipped: tuple[str, ...] = ()) -> Site | None:
     """The first frame outside torch, functools, contextlib, ckptlint and configured wrappers."""
+    sites = user_sites(extra_skipped, 1)
+    return sites[0] if sites else None
+
+
+def user_sites(extra_skipped: tuple[str, ...] = (), count: int = 1 + CALLERS) -> list[Site]:
+    """The first `count` such frames, innermost first: the call site, then its callers (a
+    library helper's site, `checkpoint_seq` in timm, is called from the model's own line)."""
+    found: list[Site] = []
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
+    while frame is not None and len(found) < count:
         if is_user_code(frame.f_code.co_filename, extra_skipped):
-            return _site_of(frame)
+            found.append(_site_of(frame))
         frame = frame.f_back
-    return None
+    return found
 
 
 def _site_of(frame: FrameType) -> Site:
@@ -132,6 +147,7 @@ class InterceptedCall:
     site: Site
     region: dict[str, Any]
     constructed_at: Site | None = None
+    callers: tuple[Site, ...] = ()  # the user frames that called the site's frame, innermost first
     composable_module: torch.nn.Module | None = field(default=None, repr=False)
     # set by whoever probed the call: told the exception the user's backward raises through a
     # reentrant region (DDP's "mark a variable ready only once" is only seen there)
@@ -463,12 +479,16 @@ class Interceptor:
             return None  # no backward, so no replay
         if torch.compiler.is_compiling():
             return None
+        if in_backward():
+            # a checkpoint nested in another's recompute: probed as in the forward (so the recompute
+            # saves what the forward saved), judged by the enclosing call's record (probe.NESTED)
+            flags["in_recompute"] = True
         flags["use_reentrant_defaulted"] = getattr(_LOCAL, "use_reentrant_defaulted", None)
         _LOCAL.use_reentrant_defaulted = None  # consumed: a nested call must not inherit it
-        site = user_site(self.wrapper_dirs)
-        if site is None:
+        sites = user_sites(self.wrapper_dirs)
+        if not sites:
             return None
-        call = InterceptedCall(kind, fn, args, kwargs, flags, site, describe_region(fn), _wrapper_site(), composable)
+        call = InterceptedCall(kind, fn, args, kwargs, flags, sites[0], describe_region(fn), _wrapper_site(), tuple(sites[1:]), composable)
         self._last_call = call
         return self.on_call(call)
 

@@ -1,7 +1,7 @@
 """Join static findings with what the companion observed, call site by call site.
 
-CKP101/CKP102/CKP301/CKP302 match a record by the call site (a wrapper's by where it was
-built); CKP303 by where the DistributedDataParallel holding the region's parameters was
+CKP101/CKP102/CKP301/CKP302/CKP306 match a record by the call site (a wrapper's by where it was
+built, a library helper's by the line that called it); CKP303 by where the DistributedDataParallel holding the region's parameters was
 built; CKP304 by the differentiating call (`autograd.grad`, `backward(inputs=...)`, a
 `torch.func` transform) a checkpoint refused; CKP2xx match when the finding lies in code the plain replay ran. A finding is then
 `confirmed` (a matching divergence was observed), `not triggered as driven` (its code ran,
@@ -25,7 +25,7 @@ NOT_EXERCISED = "not exercised"
 NEEDS_GPU = "not confirmable without a GPU"
 
 _GRADIENTS = {"output", "input-grad", "parameter-grad"}
-AT_THE_CALL = frozenset({"CKP101", "CKP102", "CKP301", "CKP302"})  # reported at the checkpoint call
+AT_THE_CALL = frozenset({"CKP101", "CKP102", "CKP301", "CKP302", "CKP306"})  # reported at the checkpoint call
 AT_THE_DDP = frozenset({"CKP303"})  # reported at the `DistributedDataParallel(...)` call
 AT_THE_DIFFERENTIATING_CALL = frozenset({"CKP304"})  # reported at `torch.autograd.grad(...)`, `.backward(inputs=...)`, `torch.func.grad(f)`
 
@@ -69,6 +69,17 @@ def _same_place(site: dict[str, Any] | None, path: str, line: int) -> bool:
     return site is not None and site.get("path") == path and site.get("line") == line
 
 
+def _at_the_call(record: Record, path: str, line: int) -> bool:
+    """The record's call site, where its wrapper was built, or a line that called the site's
+    frame: a library helper's site (timm's `checkpoint_seq`, a `GradientCheckpointingLayer`'s
+    forward) is called from the model's own line, where the static finding is."""
+    return (
+        _same_place(record.site, path, line)
+        or _same_place(record.constructed_at, path, line)
+        or any(_same_place(caller, path, line) for caller in record.callers)
+    )
+
+
 def _differentiated_at(record: Record) -> list[dict[str, Any]]:
     """Where the user differentiated this record's outputs in a way its checkpoint refused."""
     return [r["differentiated_at"] for r in record.reasons if r["category"] == DIFFERENTIATION_CATEGORY and r.get("differentiated_at")]
@@ -94,7 +105,7 @@ def join(records: Iterable[Record], findings: Iterable[dict[str, Any]], base: st
         path = os.path.normpath(os.path.join(base, finding["path"]))
         line = finding["line"]
         if code in AT_THE_CALL:
-            matched = [r for r in records if _same_place(r.site, path, line) or _same_place(r.constructed_at, path, line)]
+            matched = [r for r in records if _at_the_call(r, path, line)]
         elif code in AT_THE_DDP:
             matched = [r for r in records if r.ddp is not None and _same_place(r.ddp.get("constructed_at"), path, line)]
         elif code in AT_THE_DIFFERENTIATING_CALL:

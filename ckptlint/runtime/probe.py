@@ -14,7 +14,7 @@ from ckptlint.runtime.gradflow import missing_grad_reason, missing_parameter_gra
 from ckptlint.runtime.intercept import InterceptedCall
 from ckptlint.runtime.reach import reachable
 from ckptlint.runtime.replay import run_replay
-from ckptlint.runtime.report import NOT_REPLAYED, Record
+from ckptlint.runtime.report import NESTED, NOT_REPLAYED, Record
 from ckptlint.runtime.snapshot import Snapshot
 
 
@@ -25,6 +25,8 @@ def probe(call: InterceptedCall) -> Record:
         # checkpointed regions alike) and change the error the user sees: the call runs as is
         return Record(**_identity(call), verdict=NOT_REPLAYED, summary=TRANSFORMED)
     record = _probe(call)
+    if call.flags.get("in_recompute"):
+        return _nested(record)
     record.aspects = aspects(record.reasons)
     record.summary = summary(record.verdict, record.reasons)
     return record
@@ -41,6 +43,7 @@ def _identity(call: InterceptedCall) -> dict[str, Any]:
         "flags": {key: _plain(value) for key, value in call.flags.items()},
         "device": call.device,
         "constructed_at": call.constructed_at.to_dict() if call.constructed_at else None,
+        "callers": [site.to_dict() for site in call.callers],
     }
 
 
@@ -77,11 +80,24 @@ def _probe(call: InterceptedCall) -> Record:
     record.reasons = [reason.to_dict() for reason in reasons]
     missing = missing_parameter_grads(plain, checkpointed)
     if missing:
-        record.reasons.append(missing_grad_reason(missing, call.kind == "reentrant", reached))
+        record.reasons.append(missing_grad_reason(missing, call.kind == "reentrant", reached, plain.untracked_container))
     if checkpointed.error:
         record.verdict = "error"
     elif record.reasons:
         record.verdict = "diverges"
+    return record
+
+
+NESTED_SUMMARY = "replayed inside the recompute of an enclosing checkpoint call, whose record judges it"
+
+
+def _nested(record: Record) -> Record:
+    """A call probed inside another checkpoint's recompute: its replays ran (the recompute must
+    save what the forward saved), but the middle of a backward pass is not the user's result."""
+    record.verdict = NESTED
+    record.reasons = []
+    record.executed = set()
+    record.summary = NESTED_SUMMARY
     return record
 
 

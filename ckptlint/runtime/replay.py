@@ -128,6 +128,16 @@ def run_replay(
         return _replay(run, args, kwargs, reach, snapshot, trace)
 
 
+def _untracked_container(result: Any, tensors: list[torch.Tensor]) -> str | None:
+    """The type of `result` when it holds tensors other than as itself or as a tuple's items:
+    autograd.Function (reentrant checkpoint) tracks only a returned tensor or a tuple's tensors."""
+    if not tensors or isinstance(result, torch.Tensor):
+        return None
+    if type(result) is tuple and all(isinstance(item, torch.Tensor) or not tensors_in(item) for item in result):
+        return None
+    return type(result).__qualname__
+
+
 def _replay(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], reach: Reachable, snapshot: Snapshot, trace: bool) -> Outcome:
     outcome = Outcome()
     inputs = clone_inputs(args)
@@ -146,6 +156,7 @@ def _replay(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
                 result = run(*inputs, **keyword_inputs)
             outputs = tensors_in(result)
             outcome.outputs = [t.detach().clone() for t in outputs]
+            outcome.untracked_container = _untracked_container(result, outputs)
             outputs.extend(_appended_tensors([value for _, value in reach.containers.values()] + [c.value for c in copies], before))
             differentiable = [t for t in outputs if t.requires_grad and (t.is_floating_point() or t.is_complex())]
             if trace:  # the plain replay: its graph shows every leaf backward will reach

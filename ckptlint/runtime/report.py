@@ -14,6 +14,10 @@ if TYPE_CHECKING:
 
 
 NOT_REPLAYED = "not replayed"  # the replays would have changed the user's run (ddp.replay_would_change_run)
+# a call made inside the recompute of an enclosing checkpoint: replayed there, but what its
+# replays show in the middle of a backward pass is not the user's result, which the enclosing
+# call's record judges as a whole
+NESTED = "nested"
 FAILING = ("diverges", "error")  # verdicts that mean checkpointing changes the result
 
 
@@ -27,6 +31,7 @@ class Record:
     verdict: str  # "equivalent", "diverges", "error" or "not replayed"
     reasons: list[dict[str, Any]] = field(default_factory=list)
     constructed_at: dict[str, Any] | None = None
+    callers: list[dict[str, Any]] = field(default_factory=list)  # the user frames that called the site, innermost first
     test: str | None = None  # the pytest node id that made the call, under the pytest plugin
     executed: set[tuple[str, int, int]] = field(default_factory=set, repr=False)  # code replay A ran
     aspects: list[str] = field(default_factory=list)  # what differs: values, gradients, rng-stream, state, side-effects, error
@@ -73,6 +78,8 @@ class Record:
         }
         if self.constructed_at is not None:
             data["constructed_at"] = self.constructed_at
+        if self.callers:
+            data["callers"] = self.callers
         if self.test is not None:
             data["test"] = self.test
         if self.witness is not None:
@@ -126,7 +133,7 @@ class Report:
     @property
     def verdicts(self) -> dict[str, str]:
         """`path:line` of each observed call site -> its verdict (the worst, if sampled twice)."""
-        rank = {NOT_REPLAYED: 0, "equivalent": 0, "diverges": 1, "error": 2}
+        rank = {NOT_REPLAYED: 0, NESTED: 0, "equivalent": 0, "diverges": 1, "error": 2}
         found: dict[str, str] = {}
         for record in self.records:
             key = f"{display_path(record.site['path'])}:{record.site['line']}"
@@ -157,11 +164,12 @@ class Report:
     def render(self) -> str:
         if not self.records:
             return "ckptlint confirm: no checkpoint call was observed"
-        counts = {verdict: sum(r.verdict == verdict for r in self.records) for verdict in ("equivalent", "diverges", "error", NOT_REPLAYED)}
+        counts = {verdict: sum(r.verdict == verdict for r in self.records) for verdict in ("equivalent", "diverges", "error", NOT_REPLAYED, NESTED)}
         lines = [record.describe() for record in self.records]
         lines.append(
             f"{len(self.records)} checkpoint call(s) observed: {counts['equivalent']} equivalent, "
             f"{counts['diverges']} diverging, {counts['error']} error"
             + (f", {counts[NOT_REPLAYED]} not replayed" if counts[NOT_REPLAYED] else "")
+            + (f", {counts[NESTED]} nested in another's recompute (judged there)" if counts[NESTED] else "")
         )
         return "\n".join(lines)
