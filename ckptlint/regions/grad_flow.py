@@ -18,18 +18,24 @@ Anything else is unknown and never reported: precision first. The rules word the
 from __future__ import annotations
 
 import ast
+import copy
+import os
+import re
 import weakref
+from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, FROM_ARGUMENT, LAYER_CLASS, LIBRARY_DEFAULT, NONE, OMITTED, TRUE
 from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.project import read_content
 from ckptlint.regions.model_inputs import ModelInputs
 from ckptlint.symbols import (
     ANNOTATION,
     ASSIGN,
     CLASS,
+    COMPREHENSION,
     DEF,
     FUNCTION,
     LAMBDA,
@@ -86,6 +92,17 @@ _PASS_THROUGH = frozenset(
      "softmax", "exp", "log", "abs", "neg", "masked_fill", "type_as"}
 )  # fmt: skip
 _PASS_THROUGH_ATTRIBUTES = frozenset({"T", "mT", "data_ptr"})
+# methods whose result requires grad exactly when the receiver or a tensor argument does
+_ARITHMETIC = frozenset({"add", "sub", "mul", "div", "true_divide", "pow", "clamp", "clip", "add_", "sub_", "mul_", "div_", "clamp_", "round", "round_"})
+# torch and torch.nn.functional functions without parameters of their own: the result requires
+# grad exactly when a tensor argument does
+_TORCH_PASS_THROUGH = frozenset(
+    {"torch.tanh", "torch.sigmoid", "torch.relu", "torch.exp", "torch.log", "torch.abs", "torch.neg", "torch.clamp",
+     "torch.cat", "torch.stack", "torch.concat", "torch.flatten", "torch.reshape", "torch.transpose", "torch.permute",
+     "torch.squeeze", "torch.unsqueeze", "torch.round", "torch.nn.functional.interpolate", "torch.nn.functional.pad",
+     "torch.nn.functional.relu", "torch.nn.functional.gelu", "torch.nn.functional.silu", "torch.nn.functional.avg_pool2d",
+     "torch.nn.functional.max_pool2d", "torch.nn.functional.normalize", "torch.nn.functional.softmax"}
+)  # fmt: skip
 # torch.nn layers that hold trainable parameters (their output requires grad in grad mode)
 _TRAINABLE_LAYERS = frozenset(
     {"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
@@ -107,6 +124,11 @@ class Reason:
     detail: str = ""  # `self.embed`, `torch.zeros`, `.detach()`
     line: int = 0  # where the decisive code is
     leaf: bool = False  # for needs_grad: a leaf tensor (a parameter, `requires_grad=True`)
+    path: str = ""  # the file of `line` when it is not the checkpoint call's
+
+    def at(self) -> str:
+        """`line 12`, or `autoencoder_tiny.py:310` in another file."""
+        return f"{self.path}:{self.line}" if self.path else f"line {self.line}"
 
 
 @dataclass(frozen=True)
@@ -118,7 +140,7 @@ class NoGradInput:
     text: str
     reason: Reason
     first_pass: int | None = None
-    called_at: int | None = None  # for a checkpointing layer: the line calling the instance
+    called_at: ast.Call | None = None  # for a checkpointing layer: the call of the instance
 
 
 @dataclass(frozen=True)
@@ -152,6 +174,7 @@ class GradFlow:
         self.inference = inference
         self.model_inputs = ModelInputs(classes)
         self._instance_classes: weakref.WeakKeyDictionary[ModuleSymbols, dict[int, frozenset[str]]] = weakref.WeakKeyDictionary()
+        self.consulted: dict[str, str] = {}  # modules read beside the analysed one (path -> digest): its dependencies too
 
     # -- CKP301 ---------------------------------------------------------------
 
@@ -169,7 +192,7 @@ class GradFlow:
             for instance_call, scope in reentrant.instance_calls(call, call.module):
                 found = self._starved(call.module, scope, instance_call, list(instance_call.args), reentrant)
                 if found:
-                    return [replace(i, called_at=instance_call.lineno) for i in found]
+                    return [replace(i, called_at=instance_call) for i in found]
             return []
         inputs = self._positional_inputs(call)
         return self._starved(call.module, call.scope, call.node, inputs, reentrant) if inputs else []
@@ -236,39 +259,74 @@ class GradFlow:
             if data is not None and data.name == name and self.classes.find_method(info, "forward") == (info, scope):
                 return Reason(MODEL_INPUT, f"`{name}` of `{data.model}.forward`, the data the model is trained on ({data.convention})", data.line)
         first: Reason | None = None
-        for argument, caller, line in self._callers(info, scope, name):
+        for argument, caller_module, caller, line in self._callers(info, scope, name):
             if argument is None:
                 return None
-            reason = Evaluator(self, module, caller, line, depth + 1, active | {key}, reentrant).no_grad(argument)
+            reentrant_there = reentrant if caller_module is module else None
+            reason = Evaluator(self, caller_module, caller, line, depth + 1, active | {key}, reentrant_there).no_grad(argument)
             if reason is None:
                 return None
+            if caller_module is not module and not reason.path:
+                reason = replace(reason, path=caller_module.source.display_path)
             first = first or reason
         return first
 
-    def _callers(self, info: ClassInfo, scope: Scope, name: str) -> Iterator[tuple[ast.expr | None, Scope, int]]:
-        """(the argument passed for `name` or None when unknown, the calling scope, its line) for
-        each call of the method in its module: `self.method(...)` in the class or a subclass,
-        and, for `forward`, `self.attr(...)` / `self.attr.forward(...)` where the class builds
-        `self.attr = Class(...)`."""
-        module = info.module
+    def _callers(self, info: ClassInfo, scope: Scope, name: str) -> Iterator[tuple[ast.expr | None, ModuleSymbols, Scope, int]]:
+        """(the argument passed for `name` or None when unknown, the calling module and scope, its
+        line) for each call of the method: `self.method(...)` in the class or a subclass, and, for
+        `forward`, `self.attr(...)` / `self.attr.forward(...)` where a class builds
+        `self.attr = Class(...)`; in the class's module and the modules beside it."""
         node = scope.node
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         method = node.name
         parameters = [a.arg for a in positional_parameters(node.args)][1:]
         position = parameters.index(name) if name in parameters else None
-        for call, caller in module.calls:
-            func = call.func
-            if not isinstance(func, ast.Attribute):
+        for module in self._caller_modules(info):
+            for call, caller in module.calls:
+                func = call.func
+                if not isinstance(func, ast.Attribute):
+                    continue
+                if self._calls_method(module, caller, func, info, method) or (method == "forward" and self._calls_instance(module, caller, func, info)):
+                    yield _argument(call, name, position), module, caller, call.lineno
+
+    def _caller_modules(self, info: ClassInfo) -> list[ModuleSymbols]:
+        """The class's module, then the modules of its package directory whose text names the
+        class (a model's encoder is often defined in one file and built in the next). Those are
+        read, so the analysis depends on them (`consulted`, added to the file's dependencies)."""
+        module = info.module
+        found = [module]
+        package = module.package if not module.source.path.endswith("__init__.py") else module.name
+        directory = os.path.dirname(module.source.path)
+        project = self.inference.project
+        word = re.compile(rb"\b" + re.escape(info.name.encode()) + rb"\b")
+        try:
+            names = sorted(entry for entry in os.listdir(directory) if entry.endswith(".py") and entry != "__init__.py")
+        except OSError:
+            return found
+        for entry in names:
+            path = os.path.join(directory, entry)
+            if os.path.abspath(path) == os.path.abspath(module.source.path):
                 continue
-            if self._calls_method(module, caller, func, info, method) or (method == "forward" and self._calls_instance(module, caller, func, info)):
-                yield _argument(call, name, position), caller, call.lineno
+            try:
+                content = read_content(Path(path), project.overlays.get(Path(os.path.abspath(path))))
+            except OSError:
+                continue
+            data = content.encode() if isinstance(content, str) else content
+            if not word.search(data):
+                continue
+            sibling = project.module_named(f"{package}.{entry[:-3]}" if package else entry[:-3])
+            loaded = project.loaded_at(path)
+            if sibling is not None and loaded is not None:
+                found.append(sibling)
+                self.consulted[os.fspath(loaded.path)] = loaded.digest
+        return found
 
     def _calls_method(self, module: ModuleSymbols, caller: Scope, func: ast.Attribute, info: ClassInfo, method: str) -> bool:
         """`self.method(...)` in a method of `info` or of a subclass of it."""
         if func.attr != method or not isinstance(func.value, ast.Name):
             return False
         owner = self.classes.enclosing_class(module, caller)
-        if owner is None or func.value.id != Evaluator(self, module, caller, None).scope_receiver():
+        if owner is None or func.value.id != _receiver(caller):
             return False
         return any(cls.node is info.node for cls in self.classes.mro(owner))
 
@@ -278,13 +336,43 @@ class GradFlow:
         if not isinstance(target, ast.Attribute) or not isinstance(target.value, ast.Name):
             return False
         owner = self.classes.enclosing_class(module, caller)
-        if owner is None or target.value.id != Evaluator(self, module, caller, None).scope_receiver():
+        if owner is None or target.value.id != _receiver(caller):
             return False
         assignments = self.classes.attribute_assignments(owner, target.attr)
         return bool(assignments) and all(
-            isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Name) and a.value.func.id == info.name and not a.augmented
+            not a.augmented
+            and isinstance(a.value, ast.Call)
+            and isinstance(a.value.func, (ast.Name, ast.Attribute))
+            and module.qualified_name(a.value.func, a.method) == info.qualified_name
             for a in assignments
         )
+
+    def method_returns_no_grad(self, module: ModuleSymbols, scope: Scope, call: ast.Call, depth: int, active: frozenset[tuple[int, str]]) -> Reason | None:
+        """`self.method(...)` of the enclosing class whose every return cannot require grad
+        (its parameters judged by all their callers: `self.unscale_latents(x.byte() / 255)`)."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == _receiver(scope)):
+            return None
+        info = self.classes.enclosing_class(module, scope)
+        found = self.classes.find_method(info, func.attr) if info is not None else None
+        if found is None or found[0].module is not module or id(found[1].node) in {key[0] for key in active}:
+            return None
+        method = found[1]
+        returns = self.inference.return_expressions(method)
+        if not returns:
+            return None
+        first: Reason | None = None
+        for expr in returns:
+            reason = Evaluator(self, module, method, None, depth + 1, active | {(id(method.node), "")}).no_grad(expr)
+            if reason is None:
+                return None
+            first = first or reason
+        return first
+
+    def take_consulted(self) -> dict[str, str]:
+        """The modules read beside the analysed one since the last call (path -> digest)."""
+        consulted, self.consulted = self.consulted, {}
+        return consulted
 
     def _may_hold_parameters(self, call: CheckpointCall) -> bool:
         """A lambda or local function that calls nothing and reads no attribute has no parameters to starve."""
@@ -488,6 +576,15 @@ class Evaluator:
         self.first_pass = first_pass  # what the use sees on the first pass of the loop around it
         self._statements = _StatementIndex(scope.node) if scope.kind in (FUNCTION, LAMBDA) else None
 
+    def _at(self, line: int) -> Evaluator:
+        """This evaluator as seen at another line of the same function (sharing its index)."""
+        if line == self.line and not self.first_pass:
+            return self
+        twin = copy.copy(self)
+        twin.line = line
+        twin.first_pass = False  # only the use itself is judged on the loop's first pass
+        return twin
+
     def enclosing_loop(self) -> int | None:
         """The line of the innermost loop around `self.line`, if any."""
         if self._statements is None or self.line is None:
@@ -514,13 +611,18 @@ class Evaluator:
             if expr.attr in _PASS_THROUGH_ATTRIBUTES:
                 return self.no_grad(expr.value, active)
             line = self._buffer(expr)
-            return Reason(BUFFER, ast.unparse(expr), line) if line is not None else None
+            if line is not None:
+                return Reason(BUFFER, ast.unparse(expr), line)
+            line = self._configuration_attribute(expr)
+            return Reason(NOT_TENSOR, ast.unparse(expr), line) if line is not None else None
         if isinstance(expr, ast.BinOp):
             return self._operands(expr.left, expr.right, active=active)
         if isinstance(expr, ast.UnaryOp):
             return self.no_grad(expr.operand, active)
         if isinstance(expr, ast.Compare):
             return Reason(INTEGER, "a comparison", expr.lineno)
+        if isinstance(expr, (ast.List, ast.Tuple)) and expr.elts and not any(isinstance(e, ast.Starred) for e in expr.elts):
+            return self._operands(*expr.elts, active=active)
         if isinstance(expr, ast.IfExp):
             body, orelse = self.no_grad(expr.body, active), self.no_grad(expr.orelse, active)
             return body if body is not None and orelse is not None else None
@@ -534,11 +636,14 @@ class Evaluator:
             reason = self.no_grad(operand, active)
             if reason is None:
                 return None
-            first = first or reason
+            first = _better(first, reason)
         return first
 
     def _call_no_grad(self, call: ast.Call, active: frozenset[tuple[str, int]]) -> Reason | None:
         func = call.func
+        name = self.module.qualified_name(func, self.scope)
+        if name in _TORCH_PASS_THROUGH and not any(isinstance(a, ast.Starred) for a in call.args):
+            return self._operands(*call.args[:1], active=active) if call.args else None  # the input; the rest are options
         if isinstance(func, ast.Attribute):
             method = func.attr
             if method in ("detach", "detach_"):
@@ -551,13 +656,14 @@ class Evaluator:
                 if self._token_batch(func.value):
                     return Reason(TOKENS, ast.unparse(func.value), call.lineno)
                 return self.no_grad(func.value, active)
+            if method in _ARITHMETIC and not call.keywords and not any(isinstance(a, ast.Starred) for a in call.args):
+                return self._operands(func.value, *call.args, active=active)
             if isinstance(func.value, ast.Name) and func.value.id == self.scope_receiver():
-                return self._frozen_embedding(method)
+                return self._frozen_embedding(method) or self.flow.method_returns_no_grad(self.module, self.scope, call, self.depth, self.active)
         if self.reentrant is not None:
             inputs = self.reentrant.inputs_of(call, self.module, self.scope)
             if inputs is not None:  # a reentrant region's output requires grad only if one of its inputs does
                 return self._operands(*inputs, active=active) if inputs else None
-        name = self.module.qualified_name(func, self.scope)
         if name == "torch.utils.checkpoint.checkpoint" and _literal_reentrant(call):
             # a reentrant region's output requires grad only if one of its positional inputs does
             return self._operands(*call.args[1:], active=active) if call.args[1:] and not any(isinstance(a, ast.Starred) for a in call.args) else None
@@ -589,6 +695,28 @@ class Evaluator:
         if info is None:
             return None
         return self.flow.buffer_line(info, expr.attr)
+
+    def _configuration_attribute(self, expr: ast.Attribute) -> int | None:
+        """The line setting `self.<attr>` when every assignment of it stores a number, a string or
+        a bool (a constant, or a parameter annotated or defaulted so): not a tensor."""
+        if not (isinstance(expr.value, ast.Name) and expr.value.id == self.scope_receiver()):
+            return None
+        info = self.flow.classes.enclosing_class(self.module, self.scope)
+        assignments = self.flow.classes.attribute_assignments(info, expr.attr) if info is not None else []
+        if not assignments:
+            return None
+        for assignment in assignments:
+            value = assignment.value
+            if assignment.augmented or value is None:
+                return None
+            if isinstance(value, ast.Constant) and isinstance(value.value, (bool, int, float, str)):
+                continue
+            if isinstance(value, ast.Name):
+                bindings = [b for b in self.module.lookup(assignment.method, value.id) if b.kind != ANNOTATION]
+                if len(bindings) == 1 and bindings[0].kind == PARAM and _non_tensor_parameter(bindings[0]):
+                    continue
+            return None
+        return assignments[0].node.lineno
 
     def _token_batch(self, expr: ast.expr, depth: int = 0) -> bool:
         """Whether `expr` is what a tokenizer returns (`tokenizer(texts, return_tensors="pt")`)."""
@@ -670,10 +798,18 @@ class Evaluator:
                 return None
             if not no_grad and reason is not None:
                 return reason
-            found = found or reason
+            found = _better(found, reason)
+        if found is None and no_grad:
+            return CARRIED  # every binding is one being evaluated further up: what the others give
         return found
 
     def _binding(self, binding: Binding, active: frozenset[tuple[str, int]], no_grad: bool) -> Reason | None:
+        if binding.kind == LOOP and no_grad and _splits(binding.value):
+            # `for x_slice in x.split(1)`: each slice requires grad exactly when `x` does
+            assert isinstance(binding.value, ast.Call) and isinstance(binding.value.func, ast.Attribute)
+            scope = binding.scope.parent if binding.scope.kind == COMPREHENSION and binding.scope.parent is not None else binding.scope
+            evaluator = self if scope is self.scope else Evaluator(self.flow, self.module, scope, None, self.depth + 1, self.active, self.reentrant)
+            return evaluator.no_grad(binding.value.func.value, active)
         if binding.kind == PARAM and no_grad and binding.scope is self.scope:
             if _non_tensor_parameter(binding):
                 return Reason(NOT_TENSOR, binding.name, binding.line)
@@ -681,7 +817,8 @@ class Evaluator:
         if binding.kind not in (ASSIGN, UNPACK) or binding.value is None:
             return None
         scope = binding.written_from or binding.scope
-        evaluator = self if scope is self.scope else Evaluator(self.flow, self.module, scope, None, self.depth + 1)
+        # the value is read where the binding is: what reaches its line, not the use's
+        evaluator = self._at(binding.line) if scope is self.scope else Evaluator(self.flow, self.module, scope, None, self.depth + 1, self.active, self.reentrant)
         in_no_grad = evaluator._statements.grad_off(binding.node) if evaluator._statements is not None else None
         if no_grad and in_no_grad is not None:
             return Reason(NO_GRAD_BLOCK, in_no_grad, binding.line)
@@ -901,6 +1038,24 @@ def _non_tensor_parameter(binding: Binding) -> bool:
         return bool(names) and names <= _NON_TENSOR_ANNOTATIONS
     default = parameter_default(binding)
     return isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str))
+
+
+CARRIED = Reason("carried")  # a loop-carried value, judged by the bindings around it: says nothing itself
+_SAYS_LITTLE = frozenset({CARRIED.kind, NOT_TENSOR})
+
+
+def _better(found: Reason | None, reason: Reason | None) -> Reason | None:
+    """Of two reasons that both hold, the one worth quoting: a carried or non-tensor reason
+    says least."""
+    if reason is None:
+        return found
+    if found is None or (found.kind in _SAYS_LITTLE and reason.kind not in _SAYS_LITTLE):
+        return reason
+    return found
+
+
+def _splits(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("split", "chunk", "unbind")
 
 
 def _argument(call: ast.Call, name: str, position: int | None) -> ast.expr | None:

@@ -68,7 +68,7 @@ class ModelInputs:
         if self.classes.inherits_from(info, _DIFFUSERS_MODEL):
             return DataParameter(info.name, parameters[0], "a diffusers model's first input", node.lineno)
         if self._built_by_timm(info):
-            return DataParameter(info.name, parameters[0], "a timm model's input (built by build_model_with_cfg)", node.lineno)
+            return DataParameter(info.name, parameters[0], "a timm model's input, built by build_model_with_cfg", node.lineno)
         return None
 
     def _main_input_name(self, info: ClassInfo) -> str:

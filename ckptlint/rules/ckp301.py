@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Iterator
 
 from ckptlint.finding import Finding
@@ -9,14 +10,14 @@ from ckptlint.rules.base import Rule, RuleContext, finding_at
 
 # why an input cannot require grad, by the analysis's reason kind (regions/grad_flow.py)
 WHY = {
-    "detached": "is detached (`{detail}` at line {line})",
-    "no-grad-block": "is computed under `{detail}` (line {line})",
-    "created": "is created by `{detail}` without `requires_grad` (line {line})",
-    "integer": "comes from an integer tensor (`{detail}`, line {line}), which cannot require grad",
-    "tokens": "holds token ids from the tokenizer (`{detail}`, line {line})",
-    "frozen-embedding": "is the output of `{detail}`, an embedding frozen at line {line}",
-    "buffer": "is the buffer `{detail}` (registered at line {line}); buffers never require grad",
-    "model-input": "is {detail} (line {line})",
+    "detached": "is detached (`{detail}` at {at})",
+    "no-grad-block": "is computed under `{detail}` ({at})",
+    "created": "is created by `{detail}` without `requires_grad` ({at})",
+    "integer": "comes from an integer tensor (`{detail}`, {at}), which cannot require grad",
+    "tokens": "holds token ids from the tokenizer (`{detail}`, {at})",
+    "frozen-embedding": "is the output of `{detail}`, an embedding frozen at {at}",
+    "buffer": "is the buffer `{detail}` (registered at {at}); buffers never require grad",
+    "model-input": "is {detail} ({at})",
 }
 
 
@@ -92,12 +93,14 @@ class NoInputRequiresGrad(Rule):
             inputs = context.no_grad_inputs(call)
             if not inputs:
                 continue
-            described = "; ".join(f"`{i.text}` " + WHY[i.reason.kind].format(detail=i.reason.detail, line=i.reason.line) for i in inputs)
+            described = "; ".join(f"`{i.text}` " + WHY[i.reason.kind].format(detail=i.reason.detail, at=i.reason.at()) for i in inputs)
             loop = inputs[0].first_pass
             when = f" on the first pass of the loop at line {loop}" if loop is not None else ""
+            layer = f" of the checkpointing layer `{call.node.name}`" if inputs[0].called_at is not None and isinstance(call.node, ast.ClassDef) else ""
             summary = (
-                f"reentrant checkpoint ({context.reentrant_because(call)}) whose positional inputs cannot require grad{when}: "
+                f"reentrant checkpoint{layer} ({context.reentrant_because(call)}) whose positional inputs cannot require grad{when}: "
                 f"{described}; the output is detached and the region's parameters get no gradient "
                 f"(torch warns \"None of the inputs have requires_grad=True\"); pass use_reentrant=False"
             )
-            yield finding_at(call.module, call.node, self.code, summary, fixes=context.non_reentrant_fix(call))
+            node = inputs[0].called_at or call.node  # a checkpointing layer: at the call of the instance
+            yield finding_at(call.module, node, self.code, summary, fixes=context.non_reentrant_fix(call))
