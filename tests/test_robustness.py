@@ -16,6 +16,8 @@ import pytest
 from ckptlint.calls import CallFinder
 from ckptlint.config import Config
 from ckptlint.engine import Linter
+from ckptlint.engine.worker import WorkerState
+from ckptlint.rules import ALL_RULES
 from conftest import run_cli
 
 GOOD = "from torch.utils.checkpoint import checkpoint\n\n\ndef f(block, x):\n    return checkpoint(block, x)\n"
@@ -107,6 +109,34 @@ def test_an_internal_error_names_the_file_and_keeps_the_other_findings(tmp_path:
     assert "internal error while analysing this file (ZeroDivisionError: a bug in ckptlint)" in problem.message
     assert "Please report it at https://github.com/ckptlint/ckptlint/issues" in problem.message
     assert [(f.path, f.code) for f in result.findings] == [("good.py", "CKP101")]
+
+
+def test_an_internal_error_in_a_file_that_adds_names_is_reported_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file whose analysis adds checkpoint names (a checkpointing layer class, a partial) and
+    mentions a word of the code around checkpointed models (`gradient_checkpointing`), then
+    fails, was keyed without that word and selected again with it, without end."""
+    (tmp_path / "boom.py").write_text(
+        "import functools\nfrom torch.utils.checkpoint import checkpoint\n"
+        "from transformers.modeling_layers import GradientCheckpointingLayer\n\n"
+        "ckpt = functools.partial(checkpoint, use_reentrant=False)\n\n\n"
+        "class Layer(GradientCheckpointingLayer):\n    gradient_checkpointing = True\n\n    def forward(self, x):\n        return ckpt(abs, x)\n"
+    )
+    analysed: list[str] = []
+    real = WorkerState.analyse
+
+    def analyse(self, path):  # noqa: ANN001, ANN202
+        analysed.append(path)
+        assert len(analysed) < 10, "analysed again and again"
+        return real(self, path)
+
+    def rules_fail(self, context):  # noqa: ANN001, ANN202
+        raise ZeroDivisionError("a bug in ckptlint")
+
+    monkeypatch.setattr(WorkerState, "analyse", analyse)
+    monkeypatch.setattr(ALL_RULES[0].__class__, "check", rules_fail)
+    result = Linter(Config(root=tmp_path), base=tmp_path).lint_files([tmp_path / "boom.py"])
+    assert [p.path for p in result.problems] == ["boom.py"]
+    assert len(analysed) <= 2  # once, and once more when its names joined the run's
 
 
 def test_the_cli_reports_an_internal_error_and_exits_two(tmp_path: Path) -> None:

@@ -148,7 +148,11 @@ class Run:
     def _record(self, outcome: Outcome, words: frozenset[str]) -> None:
         """Keep an outcome; an analysis is keyed by the names it ran with (`words`)."""
         path = outcome.path
-        if outcome.analysed or outcome.internal_error is not None:
+        if outcome.internal_error is not None:
+            # its outcome is not kept, so the names it added are not its own when it is selected
+            # again (`_own`): key it as `_select` will, or it is analysed again for ever
+            self.keys[path] = self.mentions.of(path, words) - self._own(path, self.reuse.analysis(path))
+        elif outcome.analysed:
             self.keys[path] = self.mentions.of(path, words) - outcome.names.words()
         if outcome.unreadable is not None:
             self.unreadable.add(path)
