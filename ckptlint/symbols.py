@@ -61,6 +61,16 @@ def positional_parameters(args: ast.arguments) -> list[ast.arg]:
     return [*args.posonlyargs, *args.args]
 
 
+def _in_own_header(binding: Binding, line: int) -> bool:
+    """Whether a use at `line` is in the header of the class `binding` defines (its bases and
+    keywords), which runs before the name is bound: `class Output(Output):` re-exporting an
+    imported class under its own name derives from the import."""
+    node = binding.node
+    if binding.kind != CLASSDEF or not isinstance(node, ast.ClassDef) or not node.body:
+        return False
+    return line == node.lineno or node.lineno <= line < node.body[0].lineno
+
+
 def parameter_default(binding: Binding) -> ast.expr | None:
     """The default of the parameter `binding` binds (None without one, or when not a parameter)."""
     function = binding.scope.node
@@ -197,7 +207,7 @@ class ModuleSymbols:
         """
         bindings = [b for b in self.lookup(scope, name) if b.kind != ANNOTATION]
         if before_line is not None and scope.kind == MODULE:
-            earlier = [b for b in bindings if b.line <= before_line and b.written_from is None]
+            earlier = [b for b in bindings if b.line <= before_line and b.written_from is None and not _in_own_header(b, before_line)]
             bindings = earlier or bindings
         if not bindings:
             return None

@@ -16,6 +16,7 @@ from ckptlint.regions.summary import RUNNING_STATS, Effect, with_note
 from ckptlint.regions.inference import TypeInference
 from ckptlint.regions.libraries import reached_at
 from ckptlint.regions.mutability import Mutability
+from ckptlint.regions.region_outputs import RegionOutputs
 from ckptlint.project import Project
 from ckptlint.regions.resolve import RegionEntry, RegionResolver, RunningStatsRegion
 
@@ -27,6 +28,7 @@ class RegionEffects:
         self.effects = Summaries(project, classes, self.inference, self.mutability)
         self.resolver = RegionResolver(classes, self.inference)
         self.grad_flow = GradFlow(classes, self.inference)  # CKP301/CKP302: what reaches a reentrant region
+        self.region_outputs = RegionOutputs(classes, self.inference)  # CKP306: what leaves it
         self._by_call: dict[int, list[Effect]] = {}
 
     def region_effects(self, call: CheckpointCall) -> list[Effect]:

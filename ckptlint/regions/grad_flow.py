@@ -113,7 +113,8 @@ _GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.
 _TOKENIZER_SUFFIXES = ("Tokenizer", "TokenizerFast")
 # keywords torch's checkpoint consumes itself; any other raises in reentrant mode
 _CHECKPOINT_OWN = frozenset({"use_reentrant", "context_fn", "determinism_check", "debug", "early_stop", "preserve_rng_state", "function"})
-_REJECTS_KEYWORDS = frozenset({"torch.utils.checkpoint.checkpoint", "._gradient_checkpointing_func"})
+# APIs that hand keyword arguments to torch's checkpoint, whose reentrant mode rejects them (timm's `checkpoint(fn, *args, **kwargs)` forwards them)
+_REJECTS_KEYWORDS = frozenset({"torch.utils.checkpoint.checkpoint", "._gradient_checkpointing_func", "timm.models._manipulate.checkpoint"})
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ckptlint.calls import CheckpointCall
 from ckptlint.finding import Fix, Site
 from ckptlint.regions.grad_flow import NoGradInput, UntrackedTensor, reentrant_because, takes_use_reentrant
+from ckptlint.regions.region_outputs import UntrackedOutput
 from ckptlint.regions.summary import Effect
 from ckptlint.symbols import ModuleSymbols
 
@@ -40,6 +41,10 @@ class RuleContext:
     def untracked_tensors(self, call: CheckpointCall) -> list[UntrackedTensor]:
         """CKP302: tensors reaching a reentrant region other than as positional inputs."""
         return self.regions.grad_flow.untracked_tensors(call)
+
+    def untracked_output(self, call: CheckpointCall) -> UntrackedOutput | None:
+        """CKP306: the reentrant region's container output, when every path it can take returns one."""
+        return self.regions.region_outputs.untracked(call, self.regions.resolver.entries(call))
 
     def reentrant_because(self, call: CheckpointCall) -> str:
         """What made the call reentrant, for messages."""
