@@ -106,12 +106,31 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
     by_library: dict[str, dict[str, dict[str, Any]]] = collections.defaultdict(dict)
     for model_key, result in results.items():
         by_library[result["library"]][model_key] = result
-    findings = [f for lib in static["libraries"].values() for f in lib["findings"] if f["code"] != "CKP000"]
-    for finding in findings:
-        finding["path"] = real(finding["path"])
-    findings_by_file: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
-    for finding in findings:
-        findings_by_file[finding["path"]].append(finding)
+    # each runtime mode is joined with the static pass of that mode (static_pass.PASSES); an
+    # older static JSON has the default pass only
+    passes = static.get("passes") or {"default": static["libraries"]}
+    by_pass: dict[str, list[dict[str, Any]]] = {}
+    for name, linted in passes.items():
+        by_pass[name] = [f for lib in linted.values() for f in lib["findings"] if f["code"] != "CKP000"]
+        for finding in by_pass[name]:
+            finding["path"] = real(finding["path"])
+            finding["pass"] = name
+    findings_by_file: dict[str, dict[str, list[dict[str, Any]]]] = {name: collections.defaultdict(list) for name in by_pass}
+    for name, found in by_pass.items():
+        for finding in found:
+            findings_by_file[name][finding["path"]].append(finding)
+    findings: list[dict[str, Any]] = []  # each distinct finding once, the default pass's first
+    seen_keys: set[tuple[str, int, int, str]] = set()
+    for name in sorted(by_pass, key=lambda n: n != "default"):
+        for finding in by_pass[name]:
+            if _finding_key(finding) not in seen_keys:
+                seen_keys.add(_finding_key(finding))
+                findings.append(finding)
+
+    def pass_of(library: str, mode: str) -> str:
+        """The static pass a runtime mode is judged by: the default one for the library's default mode."""
+        name = "default" if mode == DEFAULT_MODE.get(library) else "reentrant"
+        return name if name in by_pass else "default"
     library_of_dir = {real(meta["dir"]) + os.sep: name for name, meta in libraries.items()}
 
     def library_of(path: str) -> str:
@@ -142,7 +161,8 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
         # every record joins (CKP101/102 match a call by its flags, whatever its replay did);
         # only the judged ones count as divergences
         ran = model_coverage.get((library, model), {})
-        relevant = [f for file in _touched(group) for f in findings_by_file.get(file, ()) if _names_a_site_of(f, group, ran)]
+        in_pass = findings_by_file[pass_of(library, mode)]
+        relevant = [f for file in _touched(group) for f in in_pass.get(file, ()) if _names_a_site_of(f, group, ran)]
         joined, missed = join(group, relevant, "/")
         group = [r for r in group if not _unjudged(r)]
         for finding, item in zip(relevant, joined):
@@ -189,7 +209,17 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
         else:
             verdict, why = "contradicted", "ran, no divergence"
         judged.append({"library": library_of(finding["path"]), "code": finding["code"], "path": finding["path"], "line": finding["line"],
-                       "column": finding["column"], "message": finding["message"], "joined": joined_status, "verdict": verdict, "why": why})  # fmt: skip
+                       "column": finding["column"], "message": finding["message"], "joined": joined_status, "verdict": verdict, "why": why,
+                       "pass": finding["pass"]})  # fmt: skip
+
+    failures = _one_mode_failures(results.values())
+    for failure in failures:  # the step itself broke in one mode: a divergence with no record to join
+        ran = model_coverage.get((failure["library"], failure["model"]), {})
+        failure["explained"] = _failure_explained(failure["error"], findings_by_file[pass_of(failure["library"], failure["mode"])], ran)
+        unit = {"library": failure["library"], "site": f"(the step of {failure['model']})", "region": failure["model"], "category": "step-failure",
+                "group": "step failures", "models": [f"{failure['model']} ({failure['mode']})"], "explained": failure["explained"],
+                "default_mode": failure["mode"] == DEFAULT_MODE.get(failure["library"]), "detail": failure["error"][:240]}  # fmt: skip
+        units[(unit["site"], 0, failure["model"], failure["mode"])] = unit
 
     summary = {}
     for library in sorted(set(libraries) | set(by_library)):
@@ -209,7 +239,8 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
     return {
         "libraries": libraries,
         "static": {"ckptlint_src": static.get("ckptlint_src"), "commit": static.get("commit"),
-                   "findings": len(findings), "by_library": {k: len(v["findings"]) for k, v in static["libraries"].items()}},  # fmt: skip
+                   "findings": len(findings), "by_library": {k: len(v["findings"]) for k, v in static["libraries"].items()},
+                   "by_pass": {name: len(found) for name, found in by_pass.items()}},  # fmt: skip
         "summary": summary,
         "misses": sorted((u for u in units.values() if not u["explained"] and u["default_mode"]), key=lambda u: (u["library"], u["site"], u["category"])),
         "opt_in_misses": sorted((u for u in units.values() if not u["explained"] and not u["default_mode"]), key=lambda u: (u["library"], u["site"], u["category"])),
@@ -217,9 +248,31 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
         "explained": sorted((j for j in judged if j["verdict"] == "explained"), key=lambda j: (j["path"], j["line"], j["code"])),
         "confirmed": sorted((j for j in judged if j["verdict"] == "confirmed"), key=lambda j: (j["path"], j["line"], j["code"])),
         "divergences": sorted(units.values(), key=lambda u: (u["library"], u["site"], u["category"])),
-        "one_mode_failures": _one_mode_failures(results.values()),
+        "one_mode_failures": failures,
         "unjudged": sorted(unjudged.values(), key=lambda u: (u["library"], u["site"])),
     }
+
+
+# what a step broken by checkpointing says, and the codes that predict it (their message names the keyword, for the first)
+_FAILURE_CODES = (
+    ("Unexpected keyword arguments: ", ("CKP302",)),
+    ("returned no tensor that requires grad", ("CKP301", "CKP306")),
+    ("element 0 of tensors does not require grad", ("CKP301", "CKP306")),
+    ("backward through the graph a second time", ("CKP302", "CKP303")),
+)
+
+
+def _failure_explained(error: str, findings_by_file: dict[str, list[dict[str, Any]]], ran: dict[str, set[int]]) -> bool:
+    """Whether a finding of the mode's pass, on a line the model's step ran, predicts the error."""
+    for text, codes in _FAILURE_CODES:
+        if text not in error:
+            continue
+        names = [n.strip() for n in error.split(text, 1)[1].split(",")] if text.startswith("Unexpected") else []
+        for path, lines in ran.items():
+            for finding in findings_by_file.get(path, ()):
+                if finding["code"] in codes and finding["line"] in lines and (not names or any(f"`{n}`" in finding["message"] for n in names)):
+                    return True
+    return False
 
 
 def _names_a_site_of(finding: dict[str, Any], group: list[Any], ran: dict[str, set[int]]) -> bool:
@@ -301,10 +354,11 @@ def _first_detail(record: Any, category: str) -> str:
 
 
 def _figures(models: dict[str, Any], sites: set[tuple[str, int]], all_units: list[dict[str, Any]], judged: list[dict[str, Any]], regions: int = 0) -> dict[str, Any]:
-    """Recall counts the divergences seen in the mode the library selects by default (the mode
-    its source is linted in); those seen only when the step opts into the other mode are
-    counted apart."""
-    units = [u for u in all_units if u["default_mode"]]
+    """Recall counts every divergence, in both modes, each judged by the static pass of its
+    mode (steps that checkpointing broke in one mode included); the default mode's and the
+    opt-in mode's shares are given too."""
+    units = all_units
+    default = [u for u in all_units if u["default_mode"]]
     opt_in = [u for u in all_units if not u["default_mode"]]
     by_group: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     for unit in units:
@@ -321,6 +375,8 @@ def _figures(models: dict[str, Any], sites: set[tuple[str, int]], all_units: lis
         "divergences": len(units),
         "divergences_by_category": {group: {"explained": e, "all": n} for group, (e, n) in sorted(by_group.items())},
         "recall": round(explained_units / len(units), 3) if units else None,
+        "default_divergences": len(default),
+        "default_explained": sum(u["explained"] for u in default),
         "opt_in_divergences": len(opt_in),
         "opt_in_explained": sum(u["explained"] for u in opt_in),
         "findings_on_exercised_sites": len(judged),
@@ -353,9 +409,10 @@ def _short(path: str, libraries: dict[str, Any]) -> str:
 def render(result: dict[str, Any]) -> str:
     libraries = result["libraries"]
     static = result["static"]
+    passes = ", ".join(f"{name} pass {count}" for name, count in static.get("by_pass", {}).items())
     lines = ["real-model truth corpus: " + ", ".join(f"{name} {meta['version']}" for name, meta in sorted(libraries.items()))
              + f" (torch {next(iter(libraries.values()))['torch']})",
-             f"static pass: ckptlint at {static['ckptlint_src']} ({static['commit']}), {static['findings']} finding(s) in the libraries", ""]  # fmt: skip
+             f"static pass: ckptlint at {static['ckptlint_src']} ({static['commit']}), {static['findings']} distinct finding(s) in the libraries ({passes})", ""]  # fmt: skip
     for name, figures in result["summary"].items():
         models = figures["models"]
         lines.append(f"== {name}")
@@ -365,10 +422,11 @@ def render(result: dict[str, Any]) -> str:
             lines.append(f"      {count:4d}  {reason}")
         lines.append(f"  checkpoint call sites exercised: {figures['call_sites']}; distinct regions replayed: {figures['regions']}")
         categories = ", ".join(f"{g} {v['explained']}/{v['all']}" for g, v in figures["divergences_by_category"].items())
-        lines.append(f"  runtime divergences (site, region, category) in the default mode: {figures['divergences']}"
+        lines.append(f"  runtime divergences (site, region, category; steps broken in one mode): {figures['divergences']}"
                      + (f" — explained/all: {categories}" if categories else ""))  # fmt: skip
-        lines.append(f"  static recall: {figures['recall']}")
-        lines.append(f"  divergences only in the opt-in mode: {figures['opt_in_divergences']}, {figures['opt_in_explained']} explained")
+        lines.append(f"  static recall, both modes: {figures['recall']} ({sum(v['explained'] for v in figures['divergences_by_category'].values())}/{figures['divergences']}); "
+                     f"default mode {figures['default_explained']}/{figures['default_divergences']}, "
+                     f"opt-in reentrant mode {figures['opt_in_explained']}/{figures['opt_in_divergences']}")  # fmt: skip
         lines.append(f"  static findings on exercised call sites: {figures['findings_on_exercised_sites']}: {figures['confirmed']} confirmed, "
                      f"{figures['explained']} explained, {figures['contradicted']} contradicted; precision {figures['precision']}")  # fmt: skip
         for why, count in figures["explained_by"].items():
@@ -392,9 +450,9 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"  {item['library']} {item['models'][0]} (+{len(item['models']) - 1}): {_short(path, libraries)}:{line} region {item['region']}: {item['detail'][:160]}")
     lines.append("")
     failures = result.get("one_mode_failures", [])
-    lines.append(f"== steps that fail in one mode only: {len(failures)} (checkpointing broke the step; not in the join)")
+    lines.append(f"== steps that fail in one mode only: {len(failures)} (checkpointing broke the step; in the recall as `step-failure`)")
     for item in failures:
-        lines.append(f"  {item['library']} {item['model']} ({item['mode']}): {item['error'][:200]}")
+        lines.append(f"  {item['library']} {item['model']} ({item['mode']}){' [predicted]' if item.get('explained') else ''}: {item['error'][:200]}")
     lines.append("")
     lines.append(f"== contradicted: {len(result['contradicted'])} finding(s) whose code ran with no divergence")
     for item in result["contradicted"]:
