@@ -438,10 +438,11 @@ def render(result: dict[str, Any]) -> str:
                        ("opt_in_misses", "divergence(s) only in the opt-in mode (use_reentrant=True) no static finding explains")):
         lines.append(f"== {key.replace('_', '-')}: {len(result.get(key, []))} {title}")
         for miss in result.get(key, []):
-            path, line = miss["site"].rsplit(":", 1)
+            path, _, line = miss["site"].rpartition(":")
+            where = f"{_short(path, libraries)}:{line}" if path else miss["site"]  # a step failure has no call site
             models = miss["models"]
             lines.append(f"  {miss['library']} {models[0]}{f' (+{len(models) - 1})' if len(models) > 1 else ''}: "
-                         f"{_short(path, libraries)}:{line} region {miss['region']}: {miss['category']}: {miss['detail']}")  # fmt: skip
+                         f"{where} region {miss['region']}: {miss['category']}: {miss['detail']}")  # fmt: skip
         lines.append("")
     unjudged = result.get("unjudged", [])
     lines.append(f"== not judged: {len(unjudged)} call site(s) the companion could not replay (left out of the divergences)")
