@@ -24,7 +24,7 @@ import re
 import weakref
 from pathlib import Path
 from dataclasses import dataclass, replace
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, FROM_ARGUMENT, LAYER_CLASS, LIBRARY_DEFAULT, NONE, OMITTED, TRUE
@@ -71,6 +71,8 @@ KEYWORD = "keyword"
 PARTIAL = "partial"
 CLOSURE = "closure"
 GLOBAL = "global"
+LAYER_KEYWORD = "layer-keyword"  # a checkpointing layer's keyword argument, bound into its partial
+CONTAINER = "container"  # inside a list, tuple or dict passed positionally: not a tensor input
 # what goes wrong (CKP302)
 RAISES = "raises"  # torch's reentrant checkpoint rejects keyword arguments
 DROPPED = "dropped"  # no positional input requires grad: the output is detached
@@ -89,7 +91,7 @@ _PASS_THROUGH = frozenset(
     {"view", "reshape", "transpose", "permute", "contiguous", "unsqueeze", "squeeze", "flatten", "float",
      "half", "double", "bfloat16", "to", "cuda", "cpu", "clone", "expand", "expand_as", "repeat", "t",
      "view_as", "reshape_as", "narrow", "select", "chunk", "split", "sum", "mean", "relu", "sigmoid", "tanh",
-     "softmax", "exp", "log", "abs", "neg", "masked_fill", "type_as"}
+     "softmax", "exp", "log", "abs", "neg", "masked_fill", "type_as", "cos", "sin"}
 )  # fmt: skip
 _PASS_THROUGH_ATTRIBUTES = frozenset({"T", "mT", "data_ptr"})
 # methods whose result requires grad exactly when the receiver or a tensor argument does
@@ -148,10 +150,11 @@ class NoGradInput:
 class UntrackedTensor:
     """A tensor that reaches a reentrant region other than as a positional input."""
 
-    route: str  # KEYWORD, PARTIAL, CLOSURE, GLOBAL
+    route: str  # KEYWORD, PARTIAL, CLOSURE, GLOBAL, LAYER_KEYWORD, CONTAINER
     name: str  # the keyword, the name, or the expression text
     consequence: str  # RAISES, DROPPED, GRAPH_REUSED
     reason: Reason | None = None  # why it can require grad (None for RAISES)
+    called_at: ast.Call | None = None  # for a checkpointing layer: the call of the instance
 
 
 def reentrant_because(call: CheckpointCall) -> str:
@@ -272,6 +275,31 @@ class GradFlow:
             first = first or reason
         return first
 
+    def parameter_needs_grad(self, module: ModuleSymbols, scope: Scope, name: str, depth: int, active: frozenset[tuple[int, str]]) -> Reason | None:
+        """Why parameter `name` of the method `scope` can require grad: some call of the method
+        (as `parameter_no_grad` finds them) passes a value that can. None when none is known to."""
+        return self._some_caller(module, scope, name, depth, active, Evaluator.needs_grad)
+
+    def parameter_container_needs_grad(self, module: ModuleSymbols, scope: Scope, name: str, depth: int, active: frozenset[tuple[int, str]]) -> Reason | None:
+        """`parameter_needs_grad` for a container some caller passes (`position_embeddings=[cos, sin]`)."""
+        return self._some_caller(module, scope, name, depth, active, Evaluator.container_needs_grad)
+
+    def _some_caller(
+        self, module: ModuleSymbols, scope: Scope, name: str, depth: int, active: frozenset[tuple[int, str]], ask: Callable[[Evaluator, ast.expr], Reason | None]
+    ) -> Reason | None:
+        key = (id(scope.node), name)
+        parent = scope.parent
+        if key in active or parent is None or parent.kind != CLASS or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        info = self.classes.info(module, parent)
+        for argument, caller_module, caller, line in self._callers(info, scope, name):
+            if argument is None:
+                continue
+            reason = ask(Evaluator(self, caller_module, caller, line, depth + 1, active | {key}), argument)
+            if reason is not None:
+                return replace(reason, path=caller_module.source.display_path) if caller_module is not module and not reason.path else reason
+        return None
+
     def _callers(self, info: ClassInfo, scope: Scope, name: str) -> Iterator[tuple[ast.expr | None, ModuleSymbols, Scope, int]]:
         """(the argument passed for `name` or None when unknown, the calling module and scope, its
         line) for each call of the method: `self.method(...)` in the class or a subclass, and, for
@@ -348,9 +376,22 @@ class GradFlow:
             for a in assignments
         )
 
-    def method_returns_no_grad(self, module: ModuleSymbols, scope: Scope, call: ast.Call, depth: int, active: frozenset[tuple[int, str]]) -> Reason | None:
-        """`self.method(...)` of the enclosing class whose every return cannot require grad
-        (its parameters judged by all their callers: `self.unscale_latents(x.byte() / 255)`)."""
+    def method_returns(
+        self, module: ModuleSymbols, scope: Scope, call: ast.Call, depth: int, active: frozenset[tuple[int, str]], ask: Callable[[Evaluator, ast.expr], Reason | None]
+    ) -> Reason | None:
+        """`self.method(...)` of the enclosing class, one of whose returns can require grad (`ask`
+        is `needs_grad`): `self.get_rel_embedding()`."""
+        method = self._own_method(module, scope, call, active)
+        if method is None:
+            return None
+        for expr in self.inference.return_expressions(method):
+            reason = ask(Evaluator(self, module, method, None, depth + 1, active | {(id(method.node), "")}), expr)
+            if reason is not None:
+                return _computed(reason)
+        return None
+
+    def _own_method(self, module: ModuleSymbols, scope: Scope, call: ast.Call, active: frozenset[tuple[int, str]]) -> Scope | None:
+        """The method of the enclosing class (in this module) that `self.method(...)` calls, unless it is being evaluated."""
         func = call.func
         if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == _receiver(scope)):
             return None
@@ -358,7 +399,14 @@ class GradFlow:
         found = self.classes.find_method(info, func.attr) if info is not None else None
         if found is None or found[0].module is not module or id(found[1].node) in {key[0] for key in active}:
             return None
-        method = found[1]
+        return found[1]
+
+    def method_returns_no_grad(self, module: ModuleSymbols, scope: Scope, call: ast.Call, depth: int, active: frozenset[tuple[int, str]]) -> Reason | None:
+        """`self.method(...)` of the enclosing class whose every return cannot require grad
+        (its parameters judged by all their callers: `self.unscale_latents(x.byte() / 255)`)."""
+        method = self._own_method(module, scope, call, active)
+        if method is None:
+            return None
         returns = self.inference.return_expressions(method)
         if not returns:
             return None
@@ -384,9 +432,13 @@ class GradFlow:
 
     # -- CKP302 ---------------------------------------------------------------
 
-    def untracked_tensors(self, call: CheckpointCall) -> list[UntrackedTensor]:
+    def untracked_tensors(self, call: CheckpointCall, module_calls: Iterable[CheckpointCall] = ()) -> list[UntrackedTensor]:
+        """Tensors that reach a reentrant region other than as positional tensor inputs, with
+        what goes wrong; a checkpointing layer's at the first call of an instance that has some."""
         if call.reentrant is not True:
             return []
+        if call.api.region_kind == LAYER_CLASS:
+            return self._layer_untracked(call, ReentrantCalls.of(module_calls if module_calls else (call,), self))
         found: list[UntrackedTensor] = []
         if call.api.name in _REJECTS_KEYWORDS:
             for name in sorted(call.arguments.keywords):
@@ -403,6 +455,50 @@ class GradFlow:
                 found.append(UntrackedTensor(route, name, DROPPED, reason))
             elif not reason.leaf and isinstance(expr, ast.Name) and self._used_again(call, expr.id, scope, module):
                 found.append(UntrackedTensor(route, name, GRAPH_REUSED, reason))
+        evaluator = Evaluator(self, call.module, call.scope, call.line)
+        found.extend(self._in_containers(self._positional_inputs(call), evaluator, call.node, dropped))
+        return found
+
+    def _layer_untracked(self, call: CheckpointCall, reentrant: ReentrantCalls) -> list[UntrackedTensor]:
+        """A checkpointing layer binds an instance call's keywords into `partial(forward, self,
+        **kwargs)` and checkpoints its positional arguments: keyword tensors and tensors inside
+        positional containers are not inputs."""
+        cleared = set(call.api.cleared_arguments)
+        for instance_call, scope in reentrant.instance_calls(call, call.module):
+            if any(isinstance(a, ast.Starred) for a in instance_call.args):
+                continue
+            evaluator = Evaluator(self, call.module, scope, instance_call.lineno, reentrant=reentrant)
+            positional = list(instance_call.args)
+            dropped = bool(positional) and _all_no_grad(positional, evaluator) is not None
+            found: list[UntrackedTensor] = []
+            for keyword in instance_call.keywords:
+                if keyword.arg is None or keyword.arg in cleared:
+                    continue
+                reason = evaluator.needs_grad(keyword.value)
+                if reason is None:
+                    continue
+                if dropped:
+                    found.append(UntrackedTensor(LAYER_KEYWORD, keyword.arg, DROPPED, reason, instance_call))
+                elif not reason.leaf and _reused(scope, instance_call, keyword.value):
+                    found.append(UntrackedTensor(LAYER_KEYWORD, keyword.arg, GRAPH_REUSED, reason, instance_call))
+            found.extend(replace(t, called_at=instance_call) for t in self._in_containers(positional, evaluator, instance_call, dropped))
+            if found:
+                return found
+        return []
+
+    @staticmethod
+    def _in_containers(arguments: list[ast.expr], evaluator: Evaluator, node: ast.AST, dropped: bool) -> list[UntrackedTensor]:
+        """Positional arguments that are lists, tuples or dicts holding a tensor that needs grad:
+        reentrant checkpoint tracks only the top-level tensors."""
+        found: list[UntrackedTensor] = []
+        for argument in arguments:
+            reason = evaluator.container_needs_grad(argument)
+            if reason is None:
+                continue
+            if dropped:
+                found.append(UntrackedTensor(CONTAINER, ast.unparse(argument), DROPPED, reason))
+            elif not reason.leaf and _reused(evaluator.scope, node, argument):
+                found.append(UntrackedTensor(CONTAINER, ast.unparse(argument), GRAPH_REUSED, reason))
         return found
 
     def _all_inputs_no_grad(self, call: CheckpointCall) -> bool:
@@ -697,6 +793,48 @@ class Evaluator:
             return None
         return self.flow.buffer_line(info, expr.attr)
 
+    def container_needs_grad(self, expr: ast.expr, active: frozenset[tuple[int, str]] = frozenset()) -> Reason | None:
+        """Why a list, tuple or dict display, or a name bound to one (here or by a caller of the
+        function, for a parameter), holds a tensor that can require grad; None otherwise."""
+        if self.depth > 6:
+            return None
+        if isinstance(expr, (ast.List, ast.Tuple)):
+            return self.needs_grad(expr)
+        if isinstance(expr, ast.Dict):
+            return next((r for r in (self.needs_grad(v) for v in expr.values) if r is not None), None)
+        if not isinstance(expr, ast.Name):
+            return None
+        for binding in self._reaching(expr.id):
+            if binding.kind == ASSIGN and isinstance(binding.value, (ast.List, ast.Tuple, ast.Dict)) and binding.scope is self.scope:
+                reason = self._at(binding.line).container_needs_grad(binding.value, active)
+            elif binding.kind == PARAM and binding.scope is self.scope:
+                reason = self.flow.parameter_container_needs_grad(self.module, self.scope, binding.name, self.depth, self.active | active)
+            else:
+                continue
+            if reason is not None:
+                return reason
+        return None
+
+    def _parameter_attribute(self, expr: ast.Attribute) -> int | None:
+        """The line building `self.<attr>` as an `nn.Parameter`, when every assignment does, or
+        `self.<layer>.weight`/`.bias` of a trainable torch layer that is not frozen."""
+        if expr.attr in ("weight", "bias") and isinstance(expr.value, ast.Attribute) and isinstance(expr.value.value, ast.Name):
+            if expr.value.value.id == self.scope_receiver():
+                owner = self.flow.classes.enclosing_class(self.module, self.scope)
+                if owner is not None and self.flow.layer_class(owner, expr.value.attr) in _TRAINABLE_LAYERS and self.flow.frozen_line(owner, expr.value.attr) is None:
+                    return expr.lineno
+        if not (isinstance(expr.value, ast.Name) and expr.value.id == self.scope_receiver()):
+            return None
+        info = self.flow.classes.enclosing_class(self.module, self.scope)
+        assignments = self.flow.classes.attribute_assignments(info, expr.attr) if info is not None else []
+        for assignment in assignments:
+            value = assignment.value
+            if assignment.augmented or not isinstance(value, ast.Call):
+                return None
+            if self.module.qualified_name(value.func, assignment.method) not in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+                return None
+        return assignments[0].node.lineno if assignments else None
+
     def _configuration_attribute(self, expr: ast.Attribute) -> int | None:
         """The line setting `self.<attr>` when every assignment of it stores a number, a string or
         a bool (a constant, or a parameter annotated or defaulted so): not a tensor."""
@@ -752,15 +890,24 @@ class Evaluator:
         if isinstance(expr, ast.Name):
             return self._name(expr, active, no_grad=False)
         if isinstance(expr, ast.BinOp):
-            return self.needs_grad(expr.left, active) or self.needs_grad(expr.right, active)
+            return _computed(self.needs_grad(expr.left, active) or self.needs_grad(expr.right, active))
         if isinstance(expr, ast.Subscript) or (isinstance(expr, ast.Attribute) and expr.attr in _PASS_THROUGH_ATTRIBUTES):
             return self.needs_grad(expr.value, active)
+        if isinstance(expr, (ast.List, ast.Tuple)):
+            return next((r for r in (self.needs_grad(e, active) for e in expr.elts if not isinstance(e, ast.Starred)) if r is not None), None)
+        if isinstance(expr, ast.IfExp):
+            return self.needs_grad(expr.body, active) or self.needs_grad(expr.orelse, active)
+        if isinstance(expr, ast.Attribute):
+            line = self._parameter_attribute(expr)
+            return Reason(PARAMETER, ast.unparse(expr), line, leaf=True) if line is not None else None
         if not isinstance(expr, ast.Call):
             return None
         func = expr.func
         name = self.module.qualified_name(func, self.scope) or ""
         if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
             return Reason(PARAMETER, "nn.Parameter", expr.lineno, leaf=True)
+        if name in _TORCH_PASS_THROUGH and expr.args:
+            return _computed(self.needs_grad(expr.args[0], active))
         if name.startswith("torch.") and name.count(".") == 1 and _sets_requires_grad(expr, value=True):
             return Reason(REQUIRES_GRAD, name, expr.lineno, leaf=True)
         if isinstance(func, ast.Attribute):
@@ -768,13 +915,14 @@ class Evaluator:
                 return None
             if func.attr == "requires_grad_" and not _false_argument(expr):
                 return Reason(REQUIRES_GRAD, ".requires_grad_()", expr.lineno, leaf=True)
-            if func.attr in _PASS_THROUGH:
-                return self.needs_grad(func.value, active)
+            if func.attr in _PASS_THROUGH or func.attr in _ARITHMETIC:
+                return _computed(self.needs_grad(func.value, active))
             if isinstance(func.value, ast.Name) and func.value.id == self.scope_receiver():
                 info = self.flow.classes.enclosing_class(self.module, self.scope)
                 layer = self.flow.layer_class(info, func.attr) if info is not None else None
                 if layer in _TRAINABLE_LAYERS and info is not None and self.flow.frozen_line(info, func.attr) is None:
                     return Reason(TRAINABLE_OUTPUT, f"self.{func.attr}", expr.lineno)
+                return self.flow.method_returns(self.module, self.scope, expr, self.depth, self.active, Evaluator.needs_grad)
         return None
 
     # -- names ----------------------------------------------------------------
@@ -787,8 +935,6 @@ class Evaluator:
             return None
         if no_grad and self._grad_enabled_later(expr.id):
             return None
-        if not no_grad and any(b.kind == PARAM for b in bindings):
-            return None  # a parameter: whether a caller passes something that requires grad is not followed
         found: Reason | None = None
         for binding in bindings:
             key = (binding.name, binding.line)
@@ -811,10 +957,12 @@ class Evaluator:
             scope = binding.scope.parent if binding.scope.kind == COMPREHENSION and binding.scope.parent is not None else binding.scope
             evaluator = self if scope is self.scope else Evaluator(self.flow, self.module, scope, None, self.depth + 1, self.active, self.reentrant)
             return evaluator.no_grad(binding.value.func.value, active)
-        if binding.kind == PARAM and no_grad and binding.scope is self.scope:
+        if binding.kind == PARAM and binding.scope is self.scope:
             if _non_tensor_parameter(binding):
-                return Reason(NOT_TENSOR, binding.name, binding.line)
-            return self.flow.parameter_no_grad(self.module, self.scope, binding.name, self.depth, self.active, self.reentrant)
+                return Reason(NOT_TENSOR, binding.name, binding.line) if no_grad else None
+            if no_grad:
+                return self.flow.parameter_no_grad(self.module, self.scope, binding.name, self.depth, self.active, self.reentrant)
+            return self.flow.parameter_needs_grad(self.module, self.scope, binding.name, self.depth, self.active)
         if binding.kind not in (ASSIGN, UNPACK) or binding.value is None:
             return None
         scope = binding.written_from or binding.scope
@@ -1039,6 +1187,22 @@ def _non_tensor_parameter(binding: Binding) -> bool:
         return bool(names) and names <= _NON_TENSOR_ANNOTATIONS
     default = parameter_default(binding)
     return isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str))
+
+
+def _computed(reason: Reason | None) -> Reason | None:
+    """What a computation on a tensor that needs grad gives: it needs grad too, and is no leaf."""
+    return replace(reason, leaf=False) if reason is not None and reason.leaf else reason
+
+
+def _reused(scope: Scope, node: ast.AST, value: ast.expr) -> bool:
+    """Whether the graph behind `value` serves more than this one call: the call runs in a loop
+    (the next pass's region backs through it again), or a name in it is read elsewhere."""
+    function = scope.node
+    if _in_loop(function, node):
+        return True
+    names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+    inside = {id(n) for n in ast.walk(node)}
+    return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) and id(n) not in inside for n in ast.walk(function))
 
 
 CARRIED = Reason("carried")  # a loop-carried value, judged by the bindings around it: says nothing itself

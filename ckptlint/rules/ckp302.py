@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Iterator
 
 from ckptlint.finding import Finding
@@ -12,11 +13,13 @@ ROUTES = {
     "partial": "`{name}`, bound by `functools.partial`,",
     "closure": "`{name}`, captured from the enclosing function,",
     "global": "the module-level `{name}`",
+    "layer-keyword": "the keyword argument `{name}`, which the checkpointing layer binds into a `functools.partial`,",
+    "container": "`{name}`, a list, tuple or dict passed positionally (only top-level tensors are inputs), holding a tensor that",
 }
 WHY = {
-    "trainable-output": "the output of `{detail}` (line {line}), a layer with trainable parameters",
-    "parameter": "an `nn.Parameter` (line {line})",
-    "requires-grad": "created with requires_grad (`{detail}`, line {line})",
+    "trainable-output": "the output of `{detail}` ({at}), a layer with trainable parameters",
+    "parameter": "an `nn.Parameter` ({at})",
+    "requires-grad": "created with requires_grad (`{detail}`, {at})",
 }
 CONSEQUENCES = {
     "raises": "torch's reentrant checkpoint accepts no keyword arguments for the region: it raises "
@@ -108,9 +111,13 @@ class TensorOutsidePositionalInputs(Rule):
                 if tensor.reason is None:
                     parts.append(f"{route}: {CONSEQUENCES[tensor.consequence].format(name=tensor.name)}")
                     continue
-                why = WHY[tensor.reason.kind].format(detail=tensor.reason.detail, line=tensor.reason.line)
-                parts.append(f"{route} is {why}; {CONSEQUENCES[tensor.consequence]}")
+                why = WHY[tensor.reason.kind].format(detail=tensor.reason.detail, at=tensor.reason.at())
+                # a computed tensor that needs grad because of one of these is not itself a leaf
+                verb = "derives from" if not tensor.reason.leaf and tensor.reason.kind != "trainable-output" else "is"
+                parts.append(f"{route} {verb} {why}; {CONSEQUENCES[tensor.consequence]}")
             keywords_only = all(tensor.consequence == "raises" for tensor in found)  # any keyword raises, tensor or not
             what = "a keyword argument for the region" if keywords_only else "a tensor that is not a positional input"
-            summary = f"reentrant checkpoint ({context.reentrant_because(call)}) reached by {what}: " + "; ".join(parts)
-            yield finding_at(call.module, call.node, self.code, summary, fixes=context.non_reentrant_fix(call))
+            node = found[0].called_at or call.node  # a checkpointing layer: at the call of the instance
+            layer = f" of the checkpointing layer `{call.node.name}`" if found[0].called_at is not None and isinstance(call.node, ast.ClassDef) else ""
+            summary = f"reentrant checkpoint{layer} ({context.reentrant_because(call)}) reached by {what}: " + "; ".join(parts)
+            yield finding_at(call.module, node, self.code, summary, fixes=context.non_reentrant_fix(call))

@@ -40,7 +40,7 @@ class RuleContext:
 
     def untracked_tensors(self, call: CheckpointCall) -> list[UntrackedTensor]:
         """CKP302: tensors reaching a reentrant region other than as positional inputs."""
-        return self.regions.grad_flow.untracked_tensors(call)
+        return self.regions.grad_flow.untracked_tensors(call, self.calls)
 
     def untracked_output(self, call: CheckpointCall) -> UntrackedOutput | None:
         """CKP306: the reentrant region's container output, when every path it can take returns one."""
