@@ -22,7 +22,9 @@ CATEGORY_GROUP = {"output": "output", "input-grad": "grads", "parameter-grad": "
 STATUS_RANK = {"not exercised": 0, "not triggered as driven": 1, "not confirmable without a GPU": 2, "confirmed": 3}
 NOT_RUN = "code not run by this configuration (line never ran)"
 NOT_IN_REGION = "code not run in a region the finding names by this configuration (ran, but never inside a region replayed at its call sites)"
-NEEDS_GPU = "needs a GPU (CKP205 on CPU)"
+NEEDS_GPU = "needs a GPU (CKP205, or a CKP206 branch that also tests for CUDA, on CPU)"
+NO_TENSOR = ("the tensor it names did not reach the region in this configuration (CKP302: the companion saw no tensor that "
+             "requires grad reach the call other than positionally; the configuration leaves it None)")
 OTHER_CLASS = ("the configuration built another class than the finding is stated for (its message says "
                "`for X built by Y`: the builder's key is not known statically, every class it can build is assumed)")
 _STATED_FOR = re.compile(r"\(for `[^`]+` built by `[^`]+`\)")
@@ -30,7 +32,7 @@ _STATED_FOR = re.compile(r"\(for `[^`]+` built by `[^`]+`\)")
 # anything: its plain replay failed (e.g. a checkpoint call nested in another one, probed during
 # the outer call's recompute, trips torch's saved-tensor check) or it could not snapshot
 UNJUDGED_REASONS = ("replay without checkpointing", "ckptlint")
-EXPLANATIONS = (NOT_RUN, NOT_IN_REGION, NEEDS_GPU, OTHER_CLASS)
+EXPLANATIONS = (NOT_RUN, NOT_IN_REGION, NEEDS_GPU, OTHER_CLASS, NO_TENSOR)
 
 _real: dict[str, str] = {}
 
@@ -58,7 +60,8 @@ def _records(results: Iterable[dict[str, Any]]) -> list[tuple[str, str, str, Any
                     constructed = {**constructed, "path": real(constructed["path"])}
                 callers = [{**caller, "path": real(caller["path"])} for caller in data.get("callers", ())]
                 record = Record(site=site, region=region, api=data["api"], flags=data["flags"], device=data["device"],
-                                verdict=data["verdict"], reasons=data["reasons"], constructed_at=constructed, callers=callers)  # fmt: skip
+                                verdict=data["verdict"], reasons=data["reasons"], constructed_at=constructed, callers=callers,
+                                inputs=data.get("inputs", []))  # fmt: skip
                 record.executed = {(real(file), first, last) for file, first, last in data.get("executed", ())}
                 found.append((result["library"], result["name"], mode, record))
     return found
@@ -187,6 +190,18 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
     def site_ran(path: str, line: int) -> bool:
         return (path, line) in exercised_sites or line in coverage.get(path, ())
 
+    predicted_failures: set[tuple[str, int, int, str]] = set()  # findings whose prediction a broken step confirms
+    failures = _one_mode_failures(results.values())
+    for failure in failures:  # the step itself broke in one mode: a divergence with no record to join
+        ran = model_coverage.get((failure["library"], failure["model"]), {})
+        predicting = _failure_predicted_by(failure["error"], findings_by_file[pass_of(failure["library"], failure["mode"])], ran)
+        failure["explained"] = bool(predicting)
+        predicted_failures.update(predicting)
+        unit = {"library": failure["library"], "site": f"(the step of {failure['model']})", "region": failure["model"], "category": "step-failure",
+                "group": "step failures", "models": [f"{failure['model']} ({failure['mode']})"], "explained": failure["explained"],
+                "default_mode": failure["mode"] == DEFAULT_MODE.get(failure["library"]), "detail": failure["error"][:240]}  # fmt: skip
+        units[(unit["site"], 0, failure["model"], failure["mode"])] = unit
+
     judged = []
     for finding in findings:
         key = _finding_key(finding)
@@ -196,10 +211,12 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
             sites.append((finding["path"], finding["line"]))
         if joined_status == "not exercised" and not any(site_ran(path, line) for path, line in sites):
             continue  # not on an exercised call site
-        if joined_status == "confirmed":
+        if joined_status == "confirmed" or key in predicted_failures:
             verdict, why = "confirmed", ""
-        elif joined_status == "not confirmable without a GPU":
+        elif joined_status == "not confirmable without a GPU" or (finding["code"] == "CKP206" and _tests_cuda(finding)):
             verdict, why = "explained", NEEDS_GPU
+        elif finding["code"] == "CKP302" and _no_tensor_reached(finding, records):
+            verdict, why = "explained", NO_TENSOR
         elif finding["line"] not in coverage.get(finding["path"], ()) and finding["code"] not in ("CKP101", "CKP102"):
             verdict, why = "explained", NOT_RUN
         elif joined_status == "not exercised":
@@ -211,15 +228,6 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
         judged.append({"library": library_of(finding["path"]), "code": finding["code"], "path": finding["path"], "line": finding["line"],
                        "column": finding["column"], "message": finding["message"], "joined": joined_status, "verdict": verdict, "why": why,
                        "pass": finding["pass"]})  # fmt: skip
-
-    failures = _one_mode_failures(results.values())
-    for failure in failures:  # the step itself broke in one mode: a divergence with no record to join
-        ran = model_coverage.get((failure["library"], failure["model"]), {})
-        failure["explained"] = _failure_explained(failure["error"], findings_by_file[pass_of(failure["library"], failure["mode"])], ran)
-        unit = {"library": failure["library"], "site": f"(the step of {failure['model']})", "region": failure["model"], "category": "step-failure",
-                "group": "step failures", "models": [f"{failure['model']} ({failure['mode']})"], "explained": failure["explained"],
-                "default_mode": failure["mode"] == DEFAULT_MODE.get(failure["library"]), "detail": failure["error"][:240]}  # fmt: skip
-        units[(unit["site"], 0, failure["model"], failure["mode"])] = unit
 
     summary = {}
     for library in sorted(set(libraries) | set(by_library)):
@@ -262,8 +270,9 @@ _FAILURE_CODES = (
 )
 
 
-def _failure_explained(error: str, findings_by_file: dict[str, list[dict[str, Any]]], ran: dict[str, set[int]]) -> bool:
-    """Whether a finding of the mode's pass, on a line the model's step ran, predicts the error."""
+def _failure_predicted_by(error: str, findings_by_file: dict[str, list[dict[str, Any]]], ran: dict[str, set[int]]) -> set[tuple[str, int, int, str]]:
+    """The findings of the mode's pass, on lines the model's step ran, that predict the error."""
+    found: set[tuple[str, int, int, str]] = set()
     for text, codes in _FAILURE_CODES:
         if text not in error:
             continue
@@ -271,8 +280,31 @@ def _failure_explained(error: str, findings_by_file: dict[str, list[dict[str, An
         for path, lines in ran.items():
             for finding in findings_by_file.get(path, ()):
                 if finding["code"] in codes and finding["line"] in lines and (not names or any(f"`{n}`" in finding["message"] for n in names)):
-                    return True
-    return False
+                    found.add(_finding_key(finding))
+    return found
+
+
+def _tests_cuda(finding: dict[str, Any]) -> bool:
+    """A branch whose condition also tests for CUDA (`x.is_cuda`, `device.type == "cuda"`): its
+    paths differ only on a GPU."""
+    try:
+        with open(finding["path"], encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    text = "\n".join(lines[finding["line"] - 1 : finding.get("end_line", finding["line"])])
+    return "is_cuda" in text or '"cuda"' in text or "'cuda'" in text
+
+
+def _no_tensor_reached(finding: dict[str, Any], records: list[tuple[str, str, str, Any]]) -> bool:
+    """A CKP302 finding whose call the companion saw, in reentrant mode, with no tensor that
+    requires grad reaching the region other than positionally: the tensor it names was absent
+    (None) in this configuration, so nothing it predicts could happen."""
+    from ckptlint.runtime.join import _at_the_call
+
+    path, line = finding["path"], finding["line"]
+    seen = [r for _, _, mode, r in records if mode == "reentrant" and _at_the_call(r, path, line)]
+    return bool(seen) and not any(t.get("how") != "positional" and t.get("requires_grad") for r in seen for t in r.inputs)
 
 
 def _names_a_site_of(finding: dict[str, Any], group: list[Any], ran: dict[str, set[int]]) -> bool:
