@@ -194,12 +194,16 @@ class GradFlow:
         reentrant = ReentrantCalls.of(module_calls if module_calls else (call,), self)
         if call.api.region_kind == LAYER_CLASS:
             for instance_call, scope in reentrant.instance_calls(call, call.module):
+                if _grad_off_at(scope, instance_call):
+                    continue  # the layer checkpoints only with grad enabled (and nothing runs backward here)
                 found = self._starved(call.module, scope, instance_call, list(instance_call.args), reentrant)
                 if found:
                     return [replace(i, called_at=instance_call) for i in found]
             return []
         inputs = self._positional_inputs(call)
-        return self._starved(call.module, call.scope, call.node, inputs, reentrant) if inputs else []
+        if not inputs or _grad_off_at(call.scope, call.node):
+            return []  # under no_grad nothing runs backward through the region
+        return self._starved(call.module, call.scope, call.node, inputs, reentrant)
 
     def _starved(self, module: ModuleSymbols, scope: Scope, node: ast.AST, inputs: list[ast.expr], reentrant: ReentrantCalls) -> list[NoGradInput]:
         line = getattr(node, "lineno", None)
@@ -439,6 +443,8 @@ class GradFlow:
             return []
         if call.api.region_kind == LAYER_CLASS:
             return self._layer_untracked(call, ReentrantCalls.of(module_calls if module_calls else (call,), self))
+        if _grad_off_at(call.scope, call.node) and call.api.name not in _REJECTS_KEYWORDS:
+            return []
         found: list[UntrackedTensor] = []
         if call.api.name in _REJECTS_KEYWORDS:
             for name in sorted(call.arguments.keywords):
@@ -465,11 +471,12 @@ class GradFlow:
         positional containers are not inputs."""
         cleared = set(call.api.cleared_arguments)
         for instance_call, scope in reentrant.instance_calls(call, call.module):
-            if any(isinstance(a, ast.Starred) for a in instance_call.args):
+            if any(isinstance(a, ast.Starred) for a in instance_call.args) or _grad_off_at(scope, instance_call):
                 continue
             evaluator = Evaluator(self, call.module, scope, instance_call.lineno, reentrant=reentrant)
             positional = list(instance_call.args)
-            dropped = bool(positional) and _all_no_grad(positional, evaluator) is not None
+            # no positional argument at all: the checkpoint has no input, so its output is detached
+            dropped = not positional or _all_no_grad(positional, evaluator) is not None
             found: list[UntrackedTensor] = []
             for keyword in instance_call.keywords:
                 if keyword.arg is None or keyword.arg in cleared:
@@ -1187,6 +1194,13 @@ def _non_tensor_parameter(binding: Binding) -> bool:
         return bool(names) and names <= _NON_TENSOR_ANNOTATIONS
     default = parameter_default(binding)
     return isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str))
+
+
+def _grad_off_at(scope: Scope, node: ast.AST) -> bool:
+    """Whether `node` runs inside a `torch.no_grad()` (or `inference_mode`) block of its function."""
+    if scope.kind not in (FUNCTION, LAMBDA):
+        return False
+    return _StatementIndex(scope.node).grad_off(node) is not None
 
 
 def _computed(reason: Reason | None) -> Reason | None:
