@@ -53,6 +53,41 @@ def in_backward() -> bool:
     return task is not None and task() != -1
 
 
+def inside_checkpointed_forward() -> bool:
+    """Whether the forward of a user's non-reentrant checkpoint call is running on this thread
+    (a reentrant one runs its forward without grad, where nothing is intercepted)."""
+    return getattr(_LOCAL, "forwards", 0) > 0
+
+
+def _marking_forward(inner: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
+    """torch's non-reentrant generator, with `inside_checkpointed_forward()` true between its
+    first step and its second, where torch runs the region's forward."""
+    try:
+        value = next(inner)
+    except StopIteration as stop:
+        return stop.value
+    _LOCAL.forwards = getattr(_LOCAL, "forwards", 0) + 1
+    try:
+        sent = yield value
+    finally:
+        _LOCAL.forwards -= 1
+    try:
+        value = inner.send(sent)
+    except StopIteration as stop:
+        return stop.value
+    return (yield from _rest(inner, value))
+
+
+def _rest(inner: Generator[Any, Any, Any], value: Any) -> Generator[Any, Any, Any]:
+    """The rest of a started generator, whose last step gave `value`."""
+    while True:
+        sent = yield value
+        try:
+            value = inner.send(sent)
+        except StopIteration as stop:
+            return stop.value
+
+
 def probing() -> bool:
     return getattr(_LOCAL, "active", False)
 
@@ -345,7 +380,8 @@ class Interceptor:
         def _checkpoint_without_reentrant_generator(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
             call, witness = interceptor._non_reentrant(signature, layout.flags, args, kwargs) if not probing() else (None, None)
             if witness is None:
-                return (yield from _telling(layout.generator(*args, **kwargs), call))
+                inner = _telling(layout.generator(*args, **kwargs), call)
+                return (yield from (_marking_forward(inner) if not probing() else inner))
             bound = signature.bind(*args, **kwargs)
             bound.arguments["fn"] = witness.comparing_function(bound.arguments["fn"])  # only the recompute calls it
             return (yield from _recording_forward(_telling(layout.generator(*bound.args, **bound.kwargs), call), witness))
@@ -479,10 +515,10 @@ class Interceptor:
             return None  # no backward, so no replay
         if torch.compiler.is_compiling():
             return None
-        if in_backward():
-            # a checkpoint nested in another's recompute: probed as in the forward (so the recompute
-            # saves what the forward saved), judged by the enclosing call's record (probe.NESTED)
-            flags["in_recompute"] = True
+        if in_backward() or inside_checkpointed_forward():
+            # a checkpoint nested in another's forward or recompute: probed in both (so the recompute
+            # saves what the forward saved), judged by the enclosing call's record (report.NESTED)
+            flags["nested"] = True
         flags["use_reentrant_defaulted"] = getattr(_LOCAL, "use_reentrant_defaulted", None)
         _LOCAL.use_reentrant_defaulted = None  # consumed: a nested call must not inherit it
         sites = user_sites(self.wrapper_dirs)

@@ -25,7 +25,7 @@ def probe(call: InterceptedCall) -> Record:
         # checkpointed regions alike) and change the error the user sees: the call runs as is
         return Record(**_identity(call), verdict=NOT_REPLAYED, summary=TRANSFORMED)
     record = _probe(call)
-    if call.flags.get("in_recompute"):
+    if call.flags.get("nested"):
         return _nested(record)
     record.aspects = aspects(record.reasons)
     record.summary = summary(record.verdict, record.reasons)
@@ -88,12 +88,13 @@ def _probe(call: InterceptedCall) -> Record:
     return record
 
 
-NESTED_SUMMARY = "replayed inside the recompute of an enclosing checkpoint call, whose record judges it"
+NESTED_SUMMARY = "replayed inside the forward or recompute of an enclosing checkpoint call, whose record judges it"
 
 
 def _nested(record: Record) -> Record:
-    """A call probed inside another checkpoint's recompute: its replays ran (the recompute must
-    save what the forward saved), but the middle of a backward pass is not the user's result."""
+    """A call probed inside another checkpoint's forward or recompute: its replays ran (the
+    recompute must save what the forward saved), but what they show there (under the outer's
+    saved-tensor hooks, or in the middle of a backward pass) is not the user's result."""
     record.verdict = NESTED
     record.reasons = []
     record.executed = set()

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 
 
 NOT_REPLAYED = "not replayed"  # the replays would have changed the user's run (ddp.replay_would_change_run)
-# a call made inside the recompute of an enclosing checkpoint: replayed there, but what its
-# replays show in the middle of a backward pass is not the user's result, which the enclosing
-# call's record judges as a whole
+# a call made inside the forward or the recompute of an enclosing checkpoint: replayed there,
+# but what its replays show under the outer's saved-tensor hooks or in the middle of a backward
+# pass is not the user's result, which the enclosing call's record judges as a whole
 NESTED = "nested"
 FAILING = ("diverges", "error")  # verdicts that mean checkpointing changes the result
 
