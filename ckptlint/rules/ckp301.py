@@ -40,8 +40,16 @@ class NoInputRequiresGrad(Rule):
         checkpointing.
 
         Reported only when the analysis knows every positional input cannot require grad; the
-        message names each input and why. A parameter of the calling function is unknown and
-        never reported.
+        message names each input and why. A parameter of the calling function is followed to
+        every call of its method, in its module and the modules beside it (all of them must
+        pass such a value), and up to the model's own input: the data an entry model is
+        trained on (transformers' `main_input_name`, a diffusers model's first input, a timm
+        model's input). So a vision model whose first checkpointed stage holds the patch
+        embedding is reported: the stage receives the pixels. A checkpointing layer
+        (`GradientCheckpointingLayer`) is judged at each call of an instance; a value carried
+        from one reentrant region to the next in a loop is detached too, and a call whose
+        later passes receive something else is reported for the loop's first pass. Calls under
+        `torch.no_grad()` run no backward and are never reported.
     """
     bad = """
         import torch

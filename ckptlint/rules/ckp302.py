@@ -49,8 +49,15 @@ class TensorOutsidePositionalInputs(Rule):
           with "Trying to backward through the graph a second time"; if no positional input
           requires grad, the region's output is detached and `t` gets no gradient at all.
 
+        A checkpointing layer (`GradientCheckpointingLayer`) checkpoints the positional
+        arguments of each call of an instance and binds its keyword arguments into
+        `partial(forward, self, **kwargs)`: a keyword tensor is captured the same way. So is a
+        tensor inside a list, tuple or dict passed positionally: only top-level tensors are
+        inputs.
+
         Reported when the tensor is known to be able to require grad (the output of a layer
-        with trainable parameters, an `nn.Parameter`, `requires_grad=True`) and the failure
+        with trainable parameters, an `nn.Parameter` or a layer's weight, `requires_grad=True`,
+        or a value computed from one, here or by a caller of the function) and the failure
         is known: keyword arguments to torch's checkpoint always fail; a captured tensor when
         it is used again or no positional input requires grad. Parameters the region reads as
         `self.<attr>` are not captured tensors: their gradients arrive.
