@@ -44,6 +44,8 @@ class RuleContext:
 
     def untracked_output(self, call: CheckpointCall) -> UntrackedOutput | None:
         """CKP306: the reentrant region's container output, when every path it can take returns one."""
+        if call.reentrant is not True:
+            return None  # the default mode of most calls: no region to resolve for this
         return self.regions.region_outputs.untracked(call, self.regions.resolver.entries(call))
 
     def reentrant_because(self, call: CheckpointCall) -> str:
