@@ -203,31 +203,43 @@ def parse_table(table: dict[str, Any], path: Path, prefix: str = "[tool.ckptlint
 
 def _target_versions(value: Any, fail: Callable[[str], ConfigError]) -> tuple[tuple[str, str], ...]:
     """`{ transformers = "4.57", torch = "2.5" }`: tracked libraries (versions.TRACKED) and versions."""
-    if not isinstance(value, dict):
-        raise fail('expected a table like { transformers = "4.57", torch = "2.5" }')
-    found: list[tuple[str, str]] = []
-    for name, version in value.items():
-        library = normalise_name(name)
-        if library not in TRACKED:
-            raise fail(f"{name!r} is not a library whose version ckptlint uses (expected one of: {', '.join(TRACKED)})")
-        if not isinstance(version, str) or not VERSION_TEXT.fullmatch(version.strip()):
-            raise fail(f'{name}: expected a version string like "4.57" or "4.57.1", not {version!r}')
-        found.append((library, version.strip()))
-    return tuple(sorted(found))
+
+    def version(name: str, text: Any) -> str:
+        if not isinstance(text, str) or not VERSION_TEXT.fullmatch(text.strip()):
+            raise fail(f'{name}: expected a version string like "4.57" or "4.57.1", not {text!r}')
+        return text.strip()
+
+    return _library_table(value, fail, TRACKED, "is not a library whose version ckptlint uses", '{ transformers = "4.57", torch = "2.5" }', version)
 
 
 def _library_modes(value: Any, fail: Callable[[str], ConfigError]) -> tuple[tuple[str, str], ...]:
     """`{ transformers = "reentrant", timm = "non-reentrant" }`: libraries with a switch of their own."""
+
+    def mode(name: str, text: Any) -> str:
+        if text not in ("reentrant", "non-reentrant"):
+            raise fail(f'{name}: expected "reentrant" or "non-reentrant", not {text!r}')
+        return str(text)
+
+    return _library_table(value, fail, SWITCHABLE, "has no checkpointing switch ckptlint reads", '{ transformers = "reentrant", timm = "reentrant" }', mode)
+
+
+def _library_table(
+    value: Any,
+    fail: Callable[[str], ConfigError],
+    known: tuple[str, ...],
+    unknown: str,
+    example: str,
+    checked: Callable[[str, Any], str],
+) -> tuple[tuple[str, str], ...]:
+    """A table of library name -> value, names normalised and among `known`, values `checked`."""
     if not isinstance(value, dict):
-        raise fail('expected a table like { transformers = "reentrant", timm = "reentrant" }')
+        raise fail(f"expected a table like {example}")
     found: list[tuple[str, str]] = []
-    for name, mode in value.items():
+    for name, item in value.items():
         library = normalise_name(name)
-        if library not in SWITCHABLE:
-            raise fail(f"{name!r} has no checkpointing switch ckptlint reads (expected one of: {', '.join(SWITCHABLE)})")
-        if mode not in ("reentrant", "non-reentrant"):
-            raise fail(f'{name}: expected "reentrant" or "non-reentrant", not {mode!r}')
-        found.append((library, mode))
+        if library not in known:
+            raise fail(f"{name!r} {unknown} (expected one of: {', '.join(known)})")
+        found.append((library, checked(name, item)))
     return tuple(sorted(found))
 
 

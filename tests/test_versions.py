@@ -132,21 +132,25 @@ def test_target_versions_beat_the_environment(tmp_path: Path, installed: str, ta
 
 
 @pytest.mark.parametrize(
-    ("value", "problem"),
+    ("key", "value", "problem"),
     [
-        ('{ transfomers = "4.57" }', "'transfomers' is not a library whose version ckptlint uses (expected one of: torch, transformers"),
-        ('{ transformers = 4.57 }', 'transformers: expected a version string like "4.57" or "4.57.1", not 4.57'),
-        ('{ transformers = "latest" }', "not 'latest'"),
-        ('"4.57"', "expected a table like"),
+        ("target-versions", '{ transfomers = "4.57" }', "'transfomers' is not a library whose version ckptlint uses (expected one of: torch, transformers"),
+        ("target-versions", '{ transformers = 4.57 }', 'transformers: expected a version string like "4.57" or "4.57.1", not 4.57'),
+        ("target-versions", '{ transformers = "latest" }', "not 'latest'"),
+        ("target-versions", '"4.57"', "expected a table like"),
+        ("library-modes", '{ deepspeed = "reentrant" }', "'deepspeed' has no checkpointing switch ckptlint reads (expected one of: transformers, diffusers, timm)"),
+        ("library-modes", '{ timm = "sometimes" }', "timm: expected \"reentrant\" or \"non-reentrant\", not 'sometimes'"),
+        ("library-modes", '{ timm = true }', "not True"),
+        ("library-modes", '"reentrant"', "expected a table like"),
     ],
 )
-def test_bad_target_versions_are_one_line_errors_naming_the_key(tmp_path: Path, value: str, problem: str) -> None:
+def test_bad_library_tables_are_one_line_errors_naming_the_key(tmp_path: Path, key: str, value: str, problem: str) -> None:
     config = tmp_path / "pyproject.toml"
-    config.write_text(f"[tool.ckptlint]\ntarget-versions = {value}\n")
+    config.write_text(f"[tool.ckptlint]\n{key} = {value}\n")
     with pytest.raises(ConfigError) as error:
         load_config(config, tmp_path)
     message = str(error.value)
-    assert "\n" not in message and "[tool.ckptlint] target-versions" in message and problem in message
+    assert "\n" not in message and f"[tool.ckptlint] {key}" in message and problem in message
 
 
 # -- library-modes: the libraries' own switches ---------------------------------------------
@@ -198,24 +202,6 @@ def test_a_changed_library_mode_changes_the_cached_result(tmp_path: Path) -> Non
     config = project / "pyproject.toml"
     config.write_text(config.read_text() + 'library-modes = { transformers = "reentrant" }\n')
     assert found(lint(project, cache=True)) == [BRANCH]
-
-
-@pytest.mark.parametrize(
-    ("value", "problem"),
-    [
-        ('{ deepspeed = "reentrant" }', "'deepspeed' has no checkpointing switch ckptlint reads (expected one of: transformers, diffusers, timm)"),
-        ('{ timm = "sometimes" }', "timm: expected \"reentrant\" or \"non-reentrant\", not 'sometimes'"),
-        ('{ timm = true }', "not True"),
-        ('"reentrant"', "expected a table like"),
-    ],
-)
-def test_bad_library_modes_are_one_line_errors_naming_the_key(tmp_path: Path, value: str, problem: str) -> None:
-    config = tmp_path / "pyproject.toml"
-    config.write_text(f"[tool.ckptlint]\nlibrary-modes = {value}\n")
-    with pytest.raises(ConfigError) as error:
-        load_config(config, tmp_path)
-    message = str(error.value)
-    assert "\n" not in message and "[tool.ckptlint] library-modes" in message and problem in message
 
 
 # -- the project's pins ------------------------------------------------------------------
