@@ -30,7 +30,7 @@ from ckptlint.syntax import walk
 
 # bytes -> the same bytes with every byte that `rb"\w"` does not match made a space: one
 # `translate` and `split` list a file's words about twice as fast as `re.findall(rb"\w+")`
-_WORDS_ONLY = bytes(byte if chr(byte).isascii() and (chr(byte).isalnum() or byte == ord("_")) else ord(" ") for byte in range(256))
+WORDS_ONLY = bytes(byte if chr(byte).isascii() and (chr(byte).isalnum() or byte == ord("_")) else ord(" ") for byte in range(256))
 
 
 
@@ -136,7 +136,7 @@ class Mentions:
             wanted = self._encoded.get(missing)
             if wanted is None:
                 wanted = self._encoded[missing] = frozenset(name.encode() for name in missing)
-            found = found | {word.decode() for word in wanted.intersection(data.translate(_WORDS_ONLY).split())}
+            found = found | {word.decode() for word in wanted.intersection(data.translate(WORDS_ONLY).split())}
             self._known[path] = (words if checked <= words else checked | words, found)
         return found & words
 

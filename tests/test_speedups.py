@@ -15,7 +15,7 @@ from ckptlint.calls import _lines_matching
 from ckptlint.config import Config
 from ckptlint.engine import Linter, worker
 from ckptlint.engine.parallel import Workers, by_package
-from ckptlint.prefilter import _WORDS_ONLY, Names
+from ckptlint.prefilter import WORDS_ONLY, Names
 from ckptlint.project import Project
 from ckptlint.source import SourceFile
 from ckptlint.syntax import _LEAVES, own_nodes, own_statements, walk, walk_branches
@@ -172,7 +172,7 @@ def test_own_nodes_are_the_def_s_nodes_each_once_without_nested_definitions() ->
 
 def test_word_split_is_the_regex_word_scan() -> None:
     data = SAMPLE.encode() + bytes(range(256)) + "élan_ckpt x2 _y".encode()
-    assert set(data.translate(_WORDS_ONLY).split()) == set(re.findall(rb"\w+", data))
+    assert set(data.translate(WORDS_ONLY).split()) == set(re.findall(rb"\w+", data))
 
 
 def test_lines_without_a_carriage_return_split_as_the_regex_does() -> None:

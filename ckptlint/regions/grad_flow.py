@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import copy
 import os
-import re
 import weakref
 from pathlib import Path
 from dataclasses import dataclass, replace
@@ -29,6 +28,7 @@ from typing import Callable, Iterable, Iterator
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, FROM_ARGUMENT, LAYER_CLASS, LIBRARY_DEFAULT, NONE, OMITTED, TRUE
 from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.prefilter import WORDS_ONLY
 from ckptlint.project import read_content
 from ckptlint.regions.model_inputs import ModelInputs
 from ckptlint.symbols import (
@@ -50,7 +50,6 @@ from ckptlint.symbols import (
     positional_parameters,
 )
 from ckptlint.regions.inference import TypeInference
-from ckptlint.regions.values import ClassType
 
 # why a value cannot require grad (CKP301's wording keys)
 DETACHED = "detached"
@@ -177,8 +176,18 @@ class GradFlow:
         self.classes = classes
         self.inference = inference
         self.model_inputs = ModelInputs(classes)
-        self._instance_classes: weakref.WeakKeyDictionary[ModuleSymbols, dict[int, frozenset[str]]] = weakref.WeakKeyDictionary()
+        self._instance_classes: weakref.WeakKeyDictionary[ModuleSymbols, dict[frozenset[str], dict[int, frozenset[str]]]] = weakref.WeakKeyDictionary()
         self.consulted: dict[str, str] = {}  # modules read beside the analysed one (path -> digest): its dependencies too
+        # class facts by (id of the class scope, attribute), as ClassIndex keeps its own: they live as long as the analysis state
+        self._layer_classes: dict[tuple[int, str], str | None] = {}
+        self._frozen_lines: dict[tuple[int, str], int | None] = {}
+        self._freezing_memo: dict[int, list[tuple[ast.AST, str]]] = {}  # by id of the class scope
+        self._grad_enabled: dict[int, frozenset[str]] = {}  # by id of the function scope
+        self._assigned_memo: dict[int, dict[str, frozenset[str]]] = {}  # by id of the class scope
+        self._method_calls: dict[int, list[tuple[ast.Call, ModuleSymbols, Scope]]] = {}  # by id of the method scope
+        self._self_call_index: weakref.WeakKeyDictionary[ModuleSymbols, _SelfCalls] = weakref.WeakKeyDictionary()
+        self._caller_module_memo: dict[int, tuple[list[ModuleSymbols], dict[str, str]]] = {}  # by id of the class scope
+        self._words_by_directory: dict[str, list[tuple[str, str, frozenset[str]]]] = {}
 
     # -- CKP301 ---------------------------------------------------------------
 
@@ -233,18 +242,86 @@ class GradFlow:
             return []
         return arguments.positional[start:]
 
-    def instance_classes(self, module: ModuleSymbols) -> dict[int, frozenset[str]]:
-        """For each call in `module` whose callee can be a module instance, the classes it can be
-        (by call node id); computed once per module."""
-        found = self._instance_classes.get(module)
+    def instance_classes(self, module: ModuleSymbols, layers: frozenset[str]) -> dict[int, frozenset[str]]:
+        """For each call in `module` that calls an instance of one of the checkpointing layer
+        classes `layers` (qualified names), those classes (by call node id). Read off the syntax:
+        the callee reaches an attribute whose assignments build such a class (`self.layers[i]`,
+        `layer` in `for layer in self.layers`, with `self.layers = nn.ModuleList([Layer(...)
+        ...])`); inferring every callee's type cost more than the rest of the reentrant rules
+        together. Once per module and set of layers."""
+        by_layers = self._instance_classes.setdefault(module, {})
+        found = by_layers.get(layers)
         if found is None:
-            found = {}
+            found = by_layers[layers] = {}
+            qualified = {name.rpartition(".")[2]: name for name in layers}
+            holders: dict[int, dict[str, set[str]]] = {}  # id of a class scope -> attribute -> the layer classes its assignments build
             for node, scope in module.calls:
-                if _may_be_instance(node.func, module, scope):
-                    names = frozenset(t.name for t in self.inference.types(node.func, module, scope) if isinstance(t, ClassType))
-                    if names:
-                        found[id(node)] = names
-            self._instance_classes[module] = found
+                if not _may_be_instance(node.func, module, scope):
+                    continue
+                owner = self.classes.enclosing_class(module, scope)
+                if owner is None:
+                    continue
+                held = holders.get(id(owner.scope))
+                if held is None:
+                    held = holders[id(owner.scope)] = self._layer_holders(owner, set(qualified))
+                names = {qualified[word] for attribute in _holders_reached(node.func, module, scope, held) for word in held[attribute]}
+                if names:
+                    found[id(node)] = frozenset(names)
+        return found
+
+    def _layer_holders(self, info: ClassInfo, words: set[str]) -> dict[str, set[str]]:
+        """The attributes of `info` (and its project bases) whose assignments name one of `words`, with those named."""
+        held: dict[str, set[str]] = {}
+        for cls in self._local_mro(info):
+            for attribute, names in self._assigned_names(cls).items():
+                named = names & words
+                if named:
+                    held.setdefault(attribute, set()).update(named)
+        return held
+
+    def _local_mro(self, info: ClassInfo) -> list[ClassInfo]:
+        """The class and its bases defined in the same module, by name: a checkpointing layer's
+        list is built there (`self.layers = nn.ModuleList([Layer(...) ...])`), and resolving
+        every base across the project only to look for it cost more than the search."""
+        module = info.module
+        local = {node.name: scope for node, scope in module.classes if scope is module.scope}
+        found: list[ClassInfo] = []
+        queue = [info]
+        while queue:
+            current = queue.pop(0)
+            if any(c.node is current.node for c in found):
+                continue
+            found.append(current)
+            for base in current.node.bases:
+                if isinstance(base, ast.Name) and base.id in local:
+                    node = next(n for n, scope in module.classes if n.name == base.id and scope is module.scope)
+                    queue.append(self.classes.info(module, module.scope_of[id(node)]))
+        return found
+
+    def _assigned_names(self, info: ClassInfo) -> dict[str, frozenset[str]]:
+        """Each attribute the class itself assigns, with the names its values mention; once per class."""
+        found = self._assigned_memo.get(id(info.scope))
+        if found is None:
+            found = self._assigned_memo[id(info.scope)] = {
+                attribute: frozenset(n.id for a in assignments if a.value is not None for n in ast.walk(a.value) if isinstance(n, ast.Name))
+                for attribute, assignments in info.attribute_assignments.items()
+            }
+        return found
+
+    def grad_enabled_names(self, scope: Scope) -> frozenset[str]:
+        """The names a function turns `requires_grad` on for (`x.requires_grad_()`, `x.requires_grad = ...`), once per function."""
+        found = self._grad_enabled.get(id(scope))
+        if found is None:
+            names: set[str] = set()
+            for child in ast.walk(scope.node):
+                if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.func.attr == "requires_grad_":
+                    if isinstance(child.func.value, ast.Name):
+                        names.add(child.func.value.id)
+                if isinstance(child, ast.Assign):
+                    for target in child.targets:
+                        if isinstance(target, ast.Attribute) and target.attr == "requires_grad" and isinstance(target.value, ast.Name):
+                            names.add(target.value.id)
+            found = self._grad_enabled[id(scope)] = frozenset(names)
         return found
 
     # -- parameters: what every caller passes ---------------------------------
@@ -311,74 +388,95 @@ class GradFlow:
         `self.attr = Class(...)`; in the class's module and the modules beside it."""
         node = scope.node
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        method = node.name
         parameters = [a.arg for a in positional_parameters(node.args)][1:]
         position = parameters.index(name) if name in parameters else None
+        for call, module, caller in self._calls_of(info, scope):
+            yield _argument(call, name, position), module, caller, call.lineno
+
+    def _calls_of(self, info: ClassInfo, scope: Scope) -> list[tuple[ast.Call, ModuleSymbols, Scope]]:
+        """The calls of the method `scope` of `info` that `_callers` reads, once per method:
+        `self.method(...)` in `info` or a subclass, and for `forward`, `self.attr(...)` and
+        `self.attr.forward(...)` where the caller's class builds `self.attr = Class(...)`."""
+        found = self._method_calls.get(id(scope))
+        if found is not None:
+            self._caller_modules(info)  # what they were read from is this file's dependency too
+            return found
+        node = scope.node
+        assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        found = self._method_calls[id(scope)] = []
         for module in self._caller_modules(info):
-            for call, caller in module.calls:
-                func = call.func
-                if not isinstance(func, ast.Attribute):
-                    continue
-                if self._calls_method(module, caller, func, info, method) or (method == "forward" and self._calls_instance(module, caller, func, info)):
-                    yield _argument(call, name, position), module, caller, call.lineno
+            index = self._self_calls(module)
+            for call, caller, owner in index.direct.get(node.name, ()):
+                if any(cls.node is info.node for cls in self.classes.mro(owner)):
+                    found.append((call, module, caller))
+            if node.name != "forward":
+                continue
+            for owner, attribute in index.built.get(info.qualified_name, ()):
+                for call, caller, calling in (*index.direct.get(attribute, ()), *index.forward.get(attribute, ())):
+                    if calling.node is owner.node:
+                        found.append((call, module, caller))
+        found.sort(key=lambda item: (item[1].name, item[0].lineno, item[0].col_offset))
+        return found
+
+    def _self_calls(self, module: ModuleSymbols) -> _SelfCalls:
+        index = self._self_call_index.get(module)
+        if index is None:
+            index = self._self_call_index[module] = _SelfCalls.of(module, self.classes)
+        return index
 
     def _caller_modules(self, info: ClassInfo) -> list[ModuleSymbols]:
         """The class's module, then the modules of its package directory whose text names the
         class (a model's encoder is often defined in one file and built in the next). Those are
         read, so the analysis depends on them (`consulted`, added to the file's dependencies)."""
+        memo = self._caller_module_memo.get(id(info.scope))
+        if memo is not None:
+            self.consulted.update(memo[1])
+            return memo[0]
+        found, consulted = self._modules_beside(info)
+        self._caller_module_memo[id(info.scope)] = (found, consulted)
+        self.consulted.update(consulted)
+        return found
+
+    def _modules_beside(self, info: ClassInfo) -> tuple[list[ModuleSymbols], dict[str, str]]:
+        """`_caller_modules`, read from the directory: (the modules, what they were read from)."""
         module = info.module
         found = [module]
+        consulted: dict[str, str] = {}
         package = module.package if not module.source.path.endswith("__init__.py") else module.name
         directory = os.path.dirname(module.source.path)
         project = self.inference.project
-        word = re.compile(rb"\b" + re.escape(info.name.encode()) + rb"\b")
-        try:
-            names = sorted(entry for entry in os.listdir(directory) if entry.endswith(".py") and entry != "__init__.py")
-        except OSError:
-            return found
-        for entry in names:
-            path = os.path.join(directory, entry)
-            if os.path.abspath(path) == os.path.abspath(module.source.path):
-                continue
-            try:
-                content = read_content(Path(path), project.overlays.get(Path(os.path.abspath(path))))
-            except OSError:
-                continue
-            data = content.encode() if isinstance(content, str) else content
-            if not word.search(data):
+        # a caller imports the class from its module (`from .vae import EncoderTiny`): a file that
+        # names the class but never the module defines its own (transformers' modular_*.py)
+        stem = os.path.basename(module.source.path)[:-3]
+        for entry, path, words in self._directory_words(directory):
+            if os.path.abspath(path) == os.path.abspath(module.source.path) or info.name not in words or stem not in words:
                 continue
             sibling = project.module_named(f"{package}.{entry[:-3]}" if package else entry[:-3])
             loaded = project.loaded_at(path)
             if sibling is not None and loaded is not None:
                 found.append(sibling)
-                self.consulted[os.fspath(loaded.path)] = loaded.digest
+                consulted[os.fspath(loaded.path)] = loaded.digest
+        return found, consulted
+
+    def _directory_words(self, directory: str) -> list[tuple[str, str, frozenset[str]]]:
+        """(file name, path, its words) for each module of a directory but `__init__.py`, read once."""
+        found = self._words_by_directory.get(directory)
+        if found is None:
+            found = self._words_by_directory[directory] = []
+            overlays = self.inference.project.overlays
+            try:
+                entries = sorted(entry for entry in os.listdir(directory) if entry.endswith(".py") and entry != "__init__.py")
+            except OSError:
+                entries = []
+            for entry in entries:
+                path = os.path.join(directory, entry)
+                try:
+                    content = read_content(Path(path), overlays.get(Path(os.path.abspath(path))))
+                except OSError:
+                    continue
+                data = content.encode() if isinstance(content, str) else content
+                found.append((entry, path, frozenset(word.decode() for word in data.translate(WORDS_ONLY).split())))
         return found
-
-    def _calls_method(self, module: ModuleSymbols, caller: Scope, func: ast.Attribute, info: ClassInfo, method: str) -> bool:
-        """`self.method(...)` in a method of `info` or of a subclass of it."""
-        if func.attr != method or not isinstance(func.value, ast.Name):
-            return False
-        owner = self.classes.enclosing_class(module, caller)
-        if owner is None or func.value.id != _receiver(caller):
-            return False
-        return any(cls.node is info.node for cls in self.classes.mro(owner))
-
-    def _calls_instance(self, module: ModuleSymbols, caller: Scope, func: ast.Attribute, info: ClassInfo) -> bool:
-        """`self.attr(...)` or `self.attr.forward(...)` where `self.attr = Class(...)` in the caller's class."""
-        target = func.value if func.attr == "forward" else func
-        if not isinstance(target, ast.Attribute) or not isinstance(target.value, ast.Name):
-            return False
-        owner = self.classes.enclosing_class(module, caller)
-        if owner is None or target.value.id != _receiver(caller):
-            return False
-        assignments = self.classes.attribute_assignments(owner, target.attr)
-        return bool(assignments) and all(
-            not a.augmented
-            and isinstance(a.value, ast.Call)
-            and isinstance(a.value.func, (ast.Name, ast.Attribute))
-            and module.qualified_name(a.value.func, a.method) == info.qualified_name
-            for a in assignments
-        )
 
     def method_returns(
         self, module: ModuleSymbols, scope: Scope, call: ast.Call, depth: int, active: frozenset[tuple[int, str]], ask: Callable[[Evaluator, ast.expr], Reason | None]
@@ -606,6 +704,12 @@ class GradFlow:
 
     def layer_class(self, info: ClassInfo, attribute: str) -> str | None:
         """The torch.nn class `self.<attribute>` is built from (`Embedding`), when that is all it is."""
+        key = (id(info.scope), attribute)
+        if key not in self._layer_classes:
+            self._layer_classes[key] = self._layer_class(info, attribute)
+        return self._layer_classes[key]
+
+    def _layer_class(self, info: ClassInfo, attribute: str) -> str | None:
         names: set[str] = set()
         for assignment in self.classes.attribute_assignments(info, attribute):
             value = assignment.value
@@ -620,39 +724,57 @@ class GradFlow:
     def frozen_line(self, info: ClassInfo, attribute: str) -> int | None:
         """The line freezing `self.<attribute>`'s parameters in the class, when nothing in it
         unfreezes them or hooks the module (a hook may make its output require grad)."""
+        key = (id(info.scope), attribute)
+        if key not in self._frozen_lines:
+            self._frozen_lines[key] = self._frozen_line(info, attribute)
+        return self._frozen_lines[key]
+
+    def _frozen_line(self, info: ClassInfo, attribute: str) -> int | None:
         frozen: int | None = None
-        for cls in self.classes.mro(info):
-            for method in cls.methods():
+        for node, receiver in self._grad_state_nodes(info):
+            verdict = _freezing(node, receiver, attribute)
+            if verdict is False:
+                return None
+            if verdict is True and frozen is None:
+                frozen = node.lineno  # type: ignore[attr-defined]  # statements and calls have positions
+        return frozen
+
+    def _grad_state_nodes(self, info: ClassInfo) -> list[tuple[ast.AST, str]]:
+        """The nodes of the class's and its bases' methods that can freeze, unfreeze, hook or
+        register an attribute (`_freezing` and `buffer_line` read them), with their method's receiver."""
+        return [item for cls in self.classes.mro(info) for item in self._own_grad_state_nodes(cls)]
+
+    def _own_grad_state_nodes(self, info: ClassInfo) -> list[tuple[ast.AST, str]]:
+        """`_grad_state_nodes` of the class's own methods, once per class (a base such as
+        `PreTrainedModel` is walked once, not once per model)."""
+        found = self._freezing_memo.get(id(info.scope))
+        if found is None:
+            found = self._freezing_memo[id(info.scope)] = []
+            for method in info.methods():
                 receiver = method.first_parameter()
                 if receiver is None:
                     continue
                 for node in ast.walk(method.node):
-                    verdict = _freezing(node, receiver, attribute)
-                    if verdict is False:
-                        return None
-                    if verdict is True and frozen is None:
-                        frozen = node.lineno  # type: ignore[attr-defined]  # statements and calls have positions
-        return frozen
+                    if _touches_grad_state(node):
+                        found.append((node, receiver))
+        return found
 
     def buffer_line(self, info: ClassInfo, attribute: str) -> int | None:
         """The line registering `self.<attribute>` as a buffer (buffers never require grad)."""
-        for cls in self.classes.mro(info):
-            for method in cls.methods():
-                receiver = method.first_parameter()
-                for node in ast.walk(method.node):
-                    if (
-                        isinstance(node, ast.Call)
-                        and isinstance(node.func, ast.Attribute)
-                        and node.func.attr == "register_buffer"
-                        and isinstance(node.func.value, ast.Name)
-                        and node.func.value.id == receiver
-                        and node.args
-                        and isinstance(node.args[0], ast.Constant)
-                        and node.args[0].value == attribute
-                    ):
-                        if self.classes.attribute_assignments(info, attribute):
-                            return None  # reassigned: maybe no longer the buffer
-                        return node.lineno
+        for node, receiver in self._grad_state_nodes(info):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "register_buffer"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == receiver
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value == attribute
+            ):
+                if self.classes.attribute_assignments(info, attribute):
+                    return None  # reassigned: maybe no longer the buffer
+                return node.lineno
         return None
 
 
@@ -1002,16 +1124,7 @@ class Evaluator:
 
     def _grad_enabled_later(self, name: str) -> bool:
         """`x.requires_grad_()` or `x.requires_grad = True` anywhere in the function: not known."""
-        node = self.scope.node
-        for child in ast.walk(node):
-            if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.func.attr == "requires_grad_":
-                if isinstance(child.func.value, ast.Name) and child.func.value.id == name:
-                    return True
-            if isinstance(child, ast.Assign):
-                for target in child.targets:
-                    if isinstance(target, ast.Attribute) and target.attr == "requires_grad" and isinstance(target.value, ast.Name) and target.value.id == name:
-                        return True
-        return False
+        return name in self.flow.grad_enabled_names(self.scope)
 
 
 class _StatementIndex:
@@ -1096,6 +1209,51 @@ class _StatementIndex:
         return found
 
 
+@dataclass
+class _SelfCalls:
+    """A module's calls through `self`, by attribute: `self.x(...)` (`direct`) and
+    `self.x.forward(...)` (`forward`), each with its scope and class; and which attributes its
+    classes build from which class (`built`: `self.encoder = Encoder(...)`, every assignment)."""
+
+    direct: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]]
+    forward: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]]
+    built: dict[str, list[tuple[ClassInfo, str]]]
+
+    @classmethod
+    def of(cls, module: ModuleSymbols, classes: ClassIndex) -> _SelfCalls:
+        direct: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]] = {}
+        forward: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]] = {}
+        for call, caller in module.calls:
+            func = call.func
+            if not isinstance(func, ast.Attribute):
+                continue
+            receiver = _receiver(caller)
+            if receiver is None:
+                continue
+            if isinstance(func.value, ast.Name) and func.value.id == receiver:
+                into, attribute = direct, func.attr
+            elif func.attr == "forward" and isinstance(func.value, ast.Attribute) and isinstance(func.value.value, ast.Name) and func.value.value.id == receiver:
+                into, attribute = forward, func.value.attr
+            else:
+                continue
+            owner = classes.enclosing_class(module, caller)
+            if owner is not None:
+                into.setdefault(attribute, []).append((call, caller, owner))
+        built: dict[str, list[tuple[ClassInfo, str]]] = {}
+        for node, _ in module.classes:
+            owner = classes.info(module, module.scope_of[id(node)])
+            for attribute, assignments in owner.attribute_assignments.items():
+                names = {
+                    module.qualified_name(a.value.func, a.method)
+                    if not a.augmented and isinstance(a.value, ast.Call) and isinstance(a.value.func, (ast.Name, ast.Attribute))
+                    else None
+                    for a in assignments
+                }
+                if len(names) == 1 and None not in names:
+                    built.setdefault(str(names.pop()), []).append((owner, attribute))
+        return cls(direct, forward, built)
+
+
 class ReentrantCalls:
     """A module's reentrant checkpoint calls, by call node, and its reentrant checkpointing layer
     classes, by qualified name: what an expression evaluated in the module can see through."""
@@ -1124,14 +1282,14 @@ class ReentrantCalls:
         if call is not None:
             return self.flow._positional_inputs(call)
         if self.layers and not any(isinstance(a, ast.Starred) for a in node.args):
-            if self.flow.instance_classes(module).get(id(node), frozenset()) & self.layers.keys():
+            if self.flow.instance_classes(module, frozenset(self.layers)).get(id(node), frozenset()) & self.layers.keys():
                 return list(node.args)
         return None
 
     def instance_calls(self, layer: CheckpointCall, module: ModuleSymbols) -> list[tuple[ast.Call, Scope]]:
         """The calls in `module` of an instance of the checkpointing layer `layer`, in line order."""
         name = _layer_name(layer)
-        classes = self.flow.instance_classes(module)
+        classes = self.flow.instance_classes(module, frozenset(self.layers))
         found = [(node, scope) for node, scope in module.calls if name in classes.get(id(node), ())]
         return sorted(found, key=lambda item: (item[0].lineno, item[0].col_offset))
 
@@ -1155,6 +1313,41 @@ def _may_be_instance(func: ast.expr, module: ModuleSymbols, scope: Scope) -> boo
         bindings = module.lookup(scope, func.id)
         return bool(bindings) and all(b.kind in (ASSIGN, UNPACK, LOOP, PARAM) and b.scope.kind in (FUNCTION, LAMBDA) for b in bindings)
     return False
+
+
+def _holders_reached(func: ast.expr, module: ModuleSymbols, scope: Scope, held: dict[str, set[str]]) -> set[str]:
+    """The attributes in `held` the callee reaches: `self.<attr>` or an item of it, or a local
+    name bound from one (a loop over it, `enumerate`/`zip` of it, an assignment)."""
+    if not held:
+        return set()
+
+    def named(expr: ast.AST) -> set[str]:
+        return {n.attr for n in ast.walk(expr) if isinstance(n, ast.Attribute) and n.attr in held and isinstance(n.value, ast.Name)}
+
+    if not isinstance(func, ast.Name):
+        return named(func)
+    found: set[str] = set()
+    for binding in module.lookup(scope, func.id):
+        value = _unpacked_iterable(binding.value, binding.unpack) if binding.kind == LOOP else binding.value
+        if value is not None:
+            found |= named(value)
+    return found
+
+
+def _unpacked_iterable(iterable: ast.expr | None, position: tuple[int, ...]) -> ast.expr | None:
+    """What the loop target at `position` iterates over: `X` for `i, x in enumerate(X)`, `B` for
+    `a, b in zip(A, B)`; None when the shape is another."""
+    for index in position:
+        if not (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and not iterable.keywords):
+            return None
+        callee, arguments = iterable.func.id, iterable.args
+        if callee == "enumerate" and index == 1 and arguments:
+            iterable = arguments[0]
+        elif callee == "zip" and index < len(arguments):
+            iterable = arguments[index]
+        else:
+            return None
+    return iterable
 
 
 def _receiver(scope: Scope) -> str | None:
@@ -1263,6 +1456,16 @@ def _grad_context(expr: ast.expr) -> str | None:
     if leaf in ("enable_grad", "set_grad_enabled"):
         return "enable"
     return None
+
+
+def _touches_grad_state(node: ast.AST) -> bool:
+    """A node of the shapes `_freezing` and `buffer_line` tell apart: `.requires_grad_(...)`,
+    `.register_*(...)` (hooks, buffers), `x.requires_grad = ...`, a loop over `.parameters()`."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Attribute) and (node.func.attr == "requires_grad_" or node.func.attr.startswith("register_"))
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets)
+    return isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) and node.iter.func.attr == "parameters"
 
 
 def _freezing(node: ast.AST, receiver: str, attribute: str) -> bool | None:
