@@ -299,12 +299,17 @@ class GradFlow:
         return found
 
     def _assigned_names(self, info: ClassInfo) -> dict[str, frozenset[str]]:
-        """Each attribute the class itself assigns, with the names its values mention; once per class."""
+        """Each attribute the class itself assigns or grows (`append`, `extend`, `[k] =`), with the
+        names its values mention; once per class."""
         found = self._assigned_memo.get(id(info.scope))
         if found is None:
+            values: dict[str, list[ast.expr]] = {}
+            for attribute, assignments in info.attribute_assignments.items():
+                values.setdefault(attribute, []).extend(a.value for a in assignments if a.value is not None)
+            for attribute, growth in info.container_growth.items():  # `self.layers.append(Layer(...))`
+                values.setdefault(attribute, []).extend(g.value for g in growth)
             found = self._assigned_memo[id(info.scope)] = {
-                attribute: frozenset(n.id for a in assignments if a.value is not None for n in ast.walk(a.value) if isinstance(n, ast.Name))
-                for attribute, assignments in info.attribute_assignments.items()
+                attribute: frozenset(n.id for value in exprs for n in ast.walk(value) if isinstance(n, ast.Name)) for attribute, exprs in values.items()
             }
         return found
 
