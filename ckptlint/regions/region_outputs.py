@@ -33,7 +33,6 @@ _MAPPING_BASES = frozenset(
      "diffusers.utils.outputs.BaseOutput", "diffusers.utils.BaseOutput"}
 )  # fmt: skip
 _DATACLASS = frozenset({"dataclass", "dataclasses.dataclass"})
-_UNKNOWN = object()
 
 
 @dataclass(frozen=True)
@@ -81,13 +80,14 @@ class RegionOutputs:
             chosen: list[str] = []
             reachable = True
             for name, polarity in guards:
-                known = values.get(name, _UNKNOWN)
-                if known is _UNKNOWN:
+                known = values.get(name)
+                if known is None:
                     continue  # either way: the return may run
-                if bool(known[0]) != polarity:  # type: ignore[index]  # a (value, defaulted) pair
+                value_given, defaulted = known
+                if bool(value_given) != polarity:
                     reachable = False
                     break
-                if known[1]:  # type: ignore[index]
+                if defaulted:
                     chosen.append(name)
             if not reachable:
                 continue
@@ -97,12 +97,12 @@ class RegionOutputs:
             found = found or UntrackedOutput(entry.name, container, entry.module.source.display_path, value.lineno, tuple(chosen))
         return found
 
-    def _bound(self, scope: Scope, node: ast.FunctionDef | ast.AsyncFunctionDef, passed: list[ast.expr]) -> dict[str, object]:
+    def _bound(self, scope: Scope, node: ast.FunctionDef | ast.AsyncFunctionDef, passed: list[ast.expr]) -> dict[str, tuple[object, bool]]:
         """Each parameter the call decides: (its constant value, whether that is the default)."""
         parameters = positional_parameters(node.args)
         if scope.parent is not None and scope.parent.kind == CLASS:
             parameters = parameters[1:]
-        values: dict[str, object] = {}
+        values: dict[str, tuple[object, bool]] = {}
         bindings = {b.node: b for bs in scope.bindings.values() for b in bs}
         for index, parameter in enumerate(parameters):
             if index < len(passed):
