@@ -37,8 +37,8 @@ def test_hazard_fixture_marks_region_findings(name: str) -> None:
     marked = {code for path in fixture_files(HAZARDS / name) if path.is_file() for code, _, _ in expectations(path)[0]}
     if (HAZARDS / name).is_file():
         marked = {code for code, _, _ in expectations(HAZARDS / name)[0]}
-    # what the region does (CKP2xx), or how gradients reach it (CKP301/CKP302, grad_* fixtures)
-    assert marked & {*REGION_CODES, "CKP301", "CKP302"}, f"{name} marks no region finding"
+    # what the region does (CKP2xx), or how gradients reach it and leave it (CKP301/CKP302/CKP306)
+    assert marked & {*REGION_CODES, "CKP301", "CKP302", "CKP306"}, f"{name} marks no region finding"
 
 
 @pytest.mark.parametrize("name", _cases(SAFE))
