@@ -135,7 +135,7 @@ class WorkerState:
             return outcome
         outcome.digest = loaded.digest
         outcome.analysed = True
-        self.regions.grad_flow.take_consulted()  # what an earlier file's analysis read is not this one's
+        self.regions.grad_flow.callers.take_consulted()  # what an earlier file's analysis read is not this one's
         try:
             outcome.findings = self._findings(loaded, outcome)
         except RecursionError:
@@ -147,7 +147,7 @@ class WorkerState:
             return outcome
         outcome.dependencies = dependencies(self.project, loaded)
         # modules the analysis read beside the file's imports (a class's callers next to it)
-        outcome.dependencies.update(self.regions.grad_flow.take_consulted())
+        outcome.dependencies.update(self.regions.grad_flow.callers.take_consulted())
         self.dependents.update(outcome.dependencies.keys())
         for path in outcome.dependencies:
             if path not in self.reported:

@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import ast
 import copy
-import os
-import weakref
-from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, FROM_ARGUMENT, LAYER_CLASS, LIBRARY_DEFAULT, NONE, OMITTED, TRUE
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.prefilter import WORDS_ONLY
-from ckptlint.project import read_content
+from ckptlint.regions.inference import TypeInference
+from ckptlint.regions.layer_calls import LayerCalls, ReentrantCalls, checkpoint_inputs
+from ckptlint.regions.method_callers import MethodCallers, receiver
 from ckptlint.regions.model_inputs import ModelInputs
 from ckptlint.symbols import (
     ANNOTATION,
@@ -47,9 +45,7 @@ from ckptlint.symbols import (
     ModuleSymbols,
     Scope,
     parameter_default,
-    positional_parameters,
 )
-from ckptlint.regions.inference import TypeInference
 
 # why a value cannot require grad (CKP301's wording keys)
 DETACHED = "detached"
@@ -176,18 +172,13 @@ class GradFlow:
         self.classes = classes
         self.inference = inference
         self.model_inputs = ModelInputs(classes)
-        self._instance_classes: weakref.WeakKeyDictionary[ModuleSymbols, dict[frozenset[str], dict[int, frozenset[str]]]] = weakref.WeakKeyDictionary()
-        self.consulted: dict[str, str] = {}  # modules read beside the analysed one (path -> digest): its dependencies too
+        self.layer_calls = LayerCalls(classes)
+        self.callers = MethodCallers(classes, inference.project)
         # class facts by (id of the class scope, attribute), as ClassIndex keeps its own: they live as long as the analysis state
         self._layer_classes: dict[tuple[int, str], str | None] = {}
         self._frozen_lines: dict[tuple[int, str], int | None] = {}
         self._freezing_memo: dict[int, list[tuple[ast.AST, str]]] = {}  # by id of the class scope
         self._grad_enabled: dict[int, frozenset[str]] = {}  # by id of the function scope
-        self._assigned_memo: dict[int, dict[str, frozenset[str]]] = {}  # by id of the class scope
-        self._method_calls: dict[int, list[tuple[ast.Call, ModuleSymbols, Scope]]] = {}  # by id of the method scope
-        self._self_call_index: weakref.WeakKeyDictionary[ModuleSymbols, _SelfCalls] = weakref.WeakKeyDictionary()
-        self._caller_module_memo: dict[int, tuple[list[ModuleSymbols], dict[str, str]]] = {}  # by id of the class scope
-        self._words_by_directory: dict[str, list[tuple[str, str, frozenset[str]]]] = {}
 
     # -- CKP301 ---------------------------------------------------------------
 
@@ -200,7 +191,7 @@ class GradFlow:
         judged at each call of an instance of it in its module (the first that starves)."""
         if call.reentrant is not True or not self._may_hold_parameters(call):
             return []
-        reentrant = ReentrantCalls.of(module_calls if module_calls else (call,), self)
+        reentrant = ReentrantCalls.of(module_calls if module_calls else (call,), self.layer_calls)
         if call.api.region_kind == LAYER_CLASS:
             for instance_call, scope in reentrant.instance_calls(call, call.module):
                 if _grad_off_at(scope, instance_call):
@@ -209,7 +200,7 @@ class GradFlow:
                 if found:
                     return [replace(i, called_at=instance_call) for i in found]
             return []
-        inputs = self._positional_inputs(call)
+        inputs = checkpoint_inputs(call)
         if not inputs or _grad_off_at(call.scope, call.node):
             return []  # under no_grad nothing runs backward through the region
         return self._starved(call.module, call.scope, call.node, inputs, reentrant)
@@ -223,95 +214,6 @@ class GradFlow:
             loop = first_pass.enclosing_loop()
             found = [replace(i, first_pass=loop) for i in found] if found is not None and loop is not None else None
         return found or []
-
-    def _positional_inputs(self, call: CheckpointCall) -> list[ast.expr]:
-        """The tensors the reentrant function is applied to: a callable region's arguments after
-        it, a checkpointing layer's positional arguments (its keywords are bound into a partial),
-        the input of `checkpoint_seq(functions, x)` (the first segment's; a later segment's is
-        the previous one's output, detached when that one's is)."""
-        arguments = call.arguments
-        if arguments.unknown_from is not None:
-            return []
-        if call.api.region_kind == LAYER_CLASS:
-            return list(arguments.positional)
-        if call.api.sequence_input is not None:
-            given = arguments.get(*call.api.sequence_input)
-            return [given] if given is not None else []
-        start = call.api.arguments_from
-        if call.api.region_kind != CALLABLE or start is None:
-            return []
-        return arguments.positional[start:]
-
-    def instance_classes(self, module: ModuleSymbols, layers: frozenset[str]) -> dict[int, frozenset[str]]:
-        """For each call in `module` that calls an instance of one of the checkpointing layer
-        classes `layers` (qualified names), those classes (by call node id). Read off the syntax:
-        the callee reaches an attribute whose assignments build such a class (`self.layers[i]`,
-        `layer` in `for layer in self.layers`, with `self.layers = nn.ModuleList([Layer(...)
-        ...])`); inferring every callee's type cost more than the rest of the reentrant rules
-        together. Once per module and set of layers."""
-        by_layers = self._instance_classes.setdefault(module, {})
-        found = by_layers.get(layers)
-        if found is None:
-            found = by_layers[layers] = {}
-            qualified = {name.rpartition(".")[2]: name for name in layers}
-            holders: dict[int, dict[str, set[str]]] = {}  # id of a class scope -> attribute -> the layer classes its assignments build
-            for node, scope in module.calls:
-                if not _may_be_instance(node.func, module, scope):
-                    continue
-                owner = self.classes.enclosing_class(module, scope)
-                if owner is None:
-                    continue
-                held = holders.get(id(owner.scope))
-                if held is None:
-                    held = holders[id(owner.scope)] = self._layer_holders(owner, set(qualified))
-                names = {qualified[word] for attribute in _holders_reached(node.func, module, scope, held) for word in held[attribute]}
-                if names:
-                    found[id(node)] = frozenset(names)
-        return found
-
-    def _layer_holders(self, info: ClassInfo, words: set[str]) -> dict[str, set[str]]:
-        """The attributes of `info` (and its project bases) whose assignments name one of `words`, with those named."""
-        held: dict[str, set[str]] = {}
-        for cls in self._local_mro(info):
-            for attribute, names in self._assigned_names(cls).items():
-                named = names & words
-                if named:
-                    held.setdefault(attribute, set()).update(named)
-        return held
-
-    def _local_mro(self, info: ClassInfo) -> list[ClassInfo]:
-        """The class and its bases defined in the same module, by name: a checkpointing layer's
-        list is built there (`self.layers = nn.ModuleList([Layer(...) ...])`), and resolving
-        every base across the project only to look for it cost more than the search."""
-        module = info.module
-        local = {node.name: scope for node, scope in module.classes if scope is module.scope}
-        found: list[ClassInfo] = []
-        queue = [info]
-        while queue:
-            current = queue.pop(0)
-            if any(c.node is current.node for c in found):
-                continue
-            found.append(current)
-            for base in current.node.bases:
-                if isinstance(base, ast.Name) and base.id in local:
-                    node = next(n for n, scope in module.classes if n.name == base.id and scope is module.scope)
-                    queue.append(self.classes.info(module, module.scope_of[id(node)]))
-        return found
-
-    def _assigned_names(self, info: ClassInfo) -> dict[str, frozenset[str]]:
-        """Each attribute the class itself assigns or grows (`append`, `extend`, `[k] =`), with the
-        names its values mention; once per class."""
-        found = self._assigned_memo.get(id(info.scope))
-        if found is None:
-            values: dict[str, list[ast.expr]] = {}
-            for attribute, assignments in info.attribute_assignments.items():
-                values.setdefault(attribute, []).extend(a.value for a in assignments if a.value is not None)
-            for attribute, growth in info.container_growth.items():  # `self.layers.append(Layer(...))`
-                values.setdefault(attribute, []).extend(g.value for g in growth)
-            found = self._assigned_memo[id(info.scope)] = {
-                attribute: frozenset(n.id for value in exprs for n in ast.walk(value) if isinstance(n, ast.Name)) for attribute, exprs in values.items()
-            }
-        return found
 
     def grad_enabled_names(self, scope: Scope) -> frozenset[str]:
         """The names a function turns `requires_grad` on for (`x.requires_grad_()`, `x.requires_grad = ...`), once per function."""
@@ -349,7 +251,7 @@ class GradFlow:
             if data is not None and data.name == name and self.classes.find_method(info, "forward") == (info, scope):
                 return Reason(MODEL_INPUT, f"`{name}` of `{data.model}.forward`, the data the model is trained on ({data.convention})", data.line)
         first: Reason | None = None
-        for argument, caller_module, caller, line in self._callers(info, scope, name):
+        for argument, caller_module, caller, line in self.callers.arguments(info, scope, name):
             if argument is None:
                 return None
             reentrant_there = reentrant if caller_module is module else None
@@ -378,110 +280,13 @@ class GradFlow:
         if key in active or parent is None or parent.kind != CLASS or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
         info = self.classes.info(module, parent)
-        for argument, caller_module, caller, line in self._callers(info, scope, name):
+        for argument, caller_module, caller, line in self.callers.arguments(info, scope, name):
             if argument is None:
                 continue
             reason = ask(Evaluator(self, caller_module, caller, line, depth + 1, active | {key}), argument)
             if reason is not None:
                 return replace(reason, path=caller_module.source.display_path) if caller_module is not module and not reason.path else reason
         return None
-
-    def _callers(self, info: ClassInfo, scope: Scope, name: str) -> Iterator[tuple[ast.expr | None, ModuleSymbols, Scope, int]]:
-        """(the argument passed for `name` or None when unknown, the calling module and scope, its
-        line) for each call of the method: `self.method(...)` in the class or a subclass, and, for
-        `forward`, `self.attr(...)` / `self.attr.forward(...)` where a class builds
-        `self.attr = Class(...)`; in the class's module and the modules beside it."""
-        node = scope.node
-        assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        parameters = [a.arg for a in positional_parameters(node.args)][1:]
-        position = parameters.index(name) if name in parameters else None
-        for call, module, caller in self._calls_of(info, scope):
-            yield _argument(call, name, position), module, caller, call.lineno
-
-    def _calls_of(self, info: ClassInfo, scope: Scope) -> list[tuple[ast.Call, ModuleSymbols, Scope]]:
-        """The calls of the method `scope` of `info` that `_callers` reads, once per method:
-        `self.method(...)` in `info` or a subclass, and for `forward`, `self.attr(...)` and
-        `self.attr.forward(...)` where the caller's class builds `self.attr = Class(...)`."""
-        found = self._method_calls.get(id(scope))
-        if found is not None:
-            self._caller_modules(info)  # what they were read from is this file's dependency too
-            return found
-        node = scope.node
-        assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        found = self._method_calls[id(scope)] = []
-        for module in self._caller_modules(info):
-            index = self._self_calls(module)
-            for call, caller, owner in index.direct.get(node.name, ()):
-                if any(cls.node is info.node for cls in self.classes.mro(owner)):
-                    found.append((call, module, caller))
-            if node.name != "forward":
-                continue
-            for owner, attribute in index.built.get(info.qualified_name, ()):
-                for call, caller, calling in (*index.direct.get(attribute, ()), *index.forward.get(attribute, ())):
-                    if calling.node is owner.node:
-                        found.append((call, module, caller))
-        found.sort(key=lambda item: (item[1].name, item[0].lineno, item[0].col_offset))
-        return found
-
-    def _self_calls(self, module: ModuleSymbols) -> _SelfCalls:
-        index = self._self_call_index.get(module)
-        if index is None:
-            index = self._self_call_index[module] = _SelfCalls.of(module, self.classes)
-        return index
-
-    def _caller_modules(self, info: ClassInfo) -> list[ModuleSymbols]:
-        """The class's module, then the modules of its package directory whose text names the
-        class (a model's encoder is often defined in one file and built in the next). Those are
-        read, so the analysis depends on them (`consulted`, added to the file's dependencies)."""
-        memo = self._caller_module_memo.get(id(info.scope))
-        if memo is not None:
-            self.consulted.update(memo[1])
-            return memo[0]
-        found, consulted = self._modules_beside(info)
-        self._caller_module_memo[id(info.scope)] = (found, consulted)
-        self.consulted.update(consulted)
-        return found
-
-    def _modules_beside(self, info: ClassInfo) -> tuple[list[ModuleSymbols], dict[str, str]]:
-        """`_caller_modules`, read from the directory: (the modules, what they were read from)."""
-        module = info.module
-        found = [module]
-        consulted: dict[str, str] = {}
-        package = module.package if not module.source.path.endswith("__init__.py") else module.name
-        directory = os.path.dirname(module.source.path)
-        project = self.inference.project
-        # a caller imports the class from its module (`from .vae import EncoderTiny`): a file that
-        # names the class but never the module defines its own (transformers' modular_*.py)
-        stem = os.path.basename(module.source.path)[:-3]
-        for entry, path, words in self._directory_words(directory):
-            if os.path.abspath(path) == os.path.abspath(module.source.path) or info.name not in words or stem not in words:
-                continue
-            sibling = project.module_named(f"{package}.{entry[:-3]}" if package else entry[:-3])
-            loaded = project.loaded_at(path)
-            if sibling is not None and loaded is not None:
-                found.append(sibling)
-                consulted[os.fspath(loaded.path)] = loaded.digest
-        return found, consulted
-
-    def _directory_words(self, directory: str) -> list[tuple[str, str, frozenset[str]]]:
-        """(file name, path, its words) for each module of a directory but `__init__.py`, read once."""
-        found = self._words_by_directory.get(directory)
-        if found is None:
-            found = self._words_by_directory[directory] = []
-            overlays = self.inference.project.overlays
-            try:
-                entries = sorted(entry for entry in os.listdir(directory) if entry.endswith(".py") and entry != "__init__.py")
-            except OSError:
-                entries = []
-            for entry in entries:
-                path = os.path.join(directory, entry)
-                try:
-                    content = read_content(Path(path), overlays.get(Path(os.path.abspath(path))))
-                except OSError:
-                    continue
-                data = content.encode() if isinstance(content, str) else content
-                found.append((entry, path, frozenset(word.decode() for word in data.translate(WORDS_ONLY).split())))
-        return found
 
     def method_returns(
         self, module: ModuleSymbols, scope: Scope, call: ast.Call, depth: int, active: frozenset[tuple[int, str]], ask: Callable[[Evaluator, ast.expr], Reason | None]
@@ -500,7 +305,7 @@ class GradFlow:
     def _own_method(self, module: ModuleSymbols, scope: Scope, call: ast.Call, active: frozenset[tuple[int, str]]) -> Scope | None:
         """The method of the enclosing class (in this module) that `self.method(...)` calls, unless it is being evaluated."""
         func = call.func
-        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == _receiver(scope)):
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == receiver(scope)):
             return None
         info = self.classes.enclosing_class(module, scope)
         found = self.classes.find_method(info, func.attr) if info is not None else None
@@ -525,11 +330,6 @@ class GradFlow:
             first = first or reason
         return first
 
-    def take_consulted(self) -> dict[str, str]:
-        """The modules read beside the analysed one since the last call (path -> digest)."""
-        consulted, self.consulted = self.consulted, {}
-        return consulted
-
     def _may_hold_parameters(self, call: CheckpointCall) -> bool:
         """A lambda or local function that calls nothing and reads no attribute has no parameters to starve."""
         node = self._region_function(call)
@@ -545,7 +345,7 @@ class GradFlow:
         if call.reentrant is not True:
             return []
         if call.api.region_kind == LAYER_CLASS:
-            return self._layer_untracked(call, ReentrantCalls.of(module_calls if module_calls else (call,), self))
+            return self._layer_untracked(call, ReentrantCalls.of(module_calls if module_calls else (call,), self.layer_calls))
         if _grad_off_at(call.scope, call.node) and call.api.name not in _REJECTS_KEYWORDS:
             return []
         found: list[UntrackedTensor] = []
@@ -555,7 +355,7 @@ class GradFlow:
                     found.append(UntrackedTensor(KEYWORD, name, RAISES))
         if call.api.region_kind != CALLABLE:
             return found
-        dropped = bool(self._positional_inputs(call)) and self._all_inputs_no_grad(call)
+        dropped = bool(checkpoint_inputs(call)) and self._all_inputs_no_grad(call)
         for route, name, expr, module, scope, line in self._captured(call):
             reason = Evaluator(self, module, scope, line).needs_grad(expr)
             if reason is None:
@@ -565,7 +365,7 @@ class GradFlow:
             elif not reason.leaf and isinstance(expr, ast.Name) and self._used_again(call, expr.id, scope, module):
                 found.append(UntrackedTensor(route, name, GRAPH_REUSED, reason))
         evaluator = Evaluator(self, call.module, call.scope, call.line)
-        found.extend(self._in_containers(self._positional_inputs(call), evaluator, call.node, dropped))
+        found.extend(self._in_containers(checkpoint_inputs(call), evaluator, call.node, dropped))
         return found
 
     def _layer_untracked(self, call: CheckpointCall, reentrant: ReentrantCalls) -> list[UntrackedTensor]:
@@ -613,7 +413,7 @@ class GradFlow:
 
     def _all_inputs_no_grad(self, call: CheckpointCall) -> bool:
         evaluator = Evaluator(self, call.module, call.scope, call.line)
-        inputs = [a for a in self._positional_inputs(call) if not isinstance(a, ast.Constant)]
+        inputs = [a for a in checkpoint_inputs(call) if not isinstance(a, ast.Constant)]
         return bool(inputs) and all(evaluator.no_grad(a) is not None for a in inputs)
 
     def _captured(self, call: CheckpointCall) -> Iterator[tuple[str, str, ast.expr, ModuleSymbols, Scope, int | None]]:
@@ -669,7 +469,7 @@ class GradFlow:
             return region
         if isinstance(region, ast.Attribute) and isinstance(region.value, ast.Name):
             info = self.classes.enclosing_class(call.module, call.scope)
-            receiver = Evaluator(self, call.module, call.scope, None).scope_receiver()
+            receiver = Evaluator(self, call.module, call.scope, None).scopereceiver()
             found = self.classes.find_method(info, region.attr) if info is not None and region.value.id == receiver else None
             if found is not None and found[0].module is call.module:
                 node = found[1].node
@@ -889,7 +689,7 @@ class Evaluator:
                 return self.no_grad(func.value, active)
             if method in _ARITHMETIC and not call.keywords and not any(isinstance(a, ast.Starred) for a in call.args):
                 return self._operands(func.value, *call.args, active=active)
-            if isinstance(func.value, ast.Name) and func.value.id == self.scope_receiver():
+            if isinstance(func.value, ast.Name) and func.value.id == self.scopereceiver():
                 return self._frozen_embedding(method) or self.flow.method_returns_no_grad(self.module, self.scope, call, self.depth, self.active)
         if self.reentrant is not None:
             inputs = self.reentrant.inputs_of(call, self.module, self.scope)
@@ -912,7 +712,7 @@ class Evaluator:
         line = self.flow.frozen_line(info, attribute)
         return Reason(FROZEN_EMBEDDING, f"self.{attribute}", line) if line is not None else None
 
-    def scope_receiver(self) -> str | None:
+    def scopereceiver(self) -> str | None:
         current: Scope | None = self.scope
         while current is not None and current.enclosing_class is None:
             current = current.parent
@@ -920,7 +720,7 @@ class Evaluator:
 
     def _buffer(self, expr: ast.Attribute) -> int | None:
         """The line registering `self.<attr>` as a buffer, when `expr` is one."""
-        if not (isinstance(expr.value, ast.Name) and expr.value.id == self.scope_receiver()):
+        if not (isinstance(expr.value, ast.Name) and expr.value.id == self.scopereceiver()):
             return None
         info = self.flow.classes.enclosing_class(self.module, self.scope)
         if info is None:
@@ -953,11 +753,11 @@ class Evaluator:
         """The line building `self.<attr>` as an `nn.Parameter`, when every assignment does, or
         `self.<layer>.weight`/`.bias` of a trainable torch layer that is not frozen."""
         if expr.attr in ("weight", "bias") and isinstance(expr.value, ast.Attribute) and isinstance(expr.value.value, ast.Name):
-            if expr.value.value.id == self.scope_receiver():
+            if expr.value.value.id == self.scopereceiver():
                 owner = self.flow.classes.enclosing_class(self.module, self.scope)
                 if owner is not None and self.flow.layer_class(owner, expr.value.attr) in _TRAINABLE_LAYERS and self.flow.frozen_line(owner, expr.value.attr) is None:
                     return expr.lineno
-        if not (isinstance(expr.value, ast.Name) and expr.value.id == self.scope_receiver()):
+        if not (isinstance(expr.value, ast.Name) and expr.value.id == self.scopereceiver()):
             return None
         info = self.flow.classes.enclosing_class(self.module, self.scope)
         assignments = self.flow.classes.attribute_assignments(info, expr.attr) if info is not None else []
@@ -972,7 +772,7 @@ class Evaluator:
     def _configuration_attribute(self, expr: ast.Attribute) -> int | None:
         """The line setting `self.<attr>` when every assignment of it stores a number, a string or
         a bool (a constant, or a parameter annotated or defaulted so): not a tensor."""
-        if not (isinstance(expr.value, ast.Name) and expr.value.id == self.scope_receiver()):
+        if not (isinstance(expr.value, ast.Name) and expr.value.id == self.scopereceiver()):
             return None
         info = self.flow.classes.enclosing_class(self.module, self.scope)
         assignments = self.flow.classes.attribute_assignments(info, expr.attr) if info is not None else []
@@ -1047,11 +847,11 @@ class Evaluator:
         if isinstance(func, ast.Attribute):
             if func.attr in ("detach", "detach_") or func.attr in _INTEGER_METHODS:
                 return None
-            if func.attr == "requires_grad_" and not _false_argument(expr):
+            if func.attr == "requires_grad_" and not _falseargument(expr):
                 return Reason(REQUIRES_GRAD, ".requires_grad_()", expr.lineno, leaf=True)
             if func.attr in _PASS_THROUGH or func.attr in _ARITHMETIC:
                 return _computed(self.needs_grad(func.value, active))
-            if isinstance(func.value, ast.Name) and func.value.id == self.scope_receiver():
+            if isinstance(func.value, ast.Name) and func.value.id == self.scopereceiver():
                 info = self.flow.classes.enclosing_class(self.module, self.scope)
                 layer = self.flow.layer_class(info, func.attr) if info is not None else None
                 if layer in _TRAINABLE_LAYERS and info is not None and self.flow.frozen_line(info, func.attr) is None:
@@ -1214,154 +1014,6 @@ class _StatementIndex:
         return found
 
 
-@dataclass
-class _SelfCalls:
-    """A module's calls through `self`, by attribute: `self.x(...)` (`direct`) and
-    `self.x.forward(...)` (`forward`), each with its scope and class; and which attributes its
-    classes build from which class (`built`: `self.encoder = Encoder(...)`, every assignment)."""
-
-    direct: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]]
-    forward: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]]
-    built: dict[str, list[tuple[ClassInfo, str]]]
-
-    @classmethod
-    def of(cls, module: ModuleSymbols, classes: ClassIndex) -> _SelfCalls:
-        direct: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]] = {}
-        forward: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]] = {}
-        for call, caller in module.calls:
-            func = call.func
-            if not isinstance(func, ast.Attribute):
-                continue
-            receiver = _receiver(caller)
-            if receiver is None:
-                continue
-            if isinstance(func.value, ast.Name) and func.value.id == receiver:
-                into, attribute = direct, func.attr
-            elif func.attr == "forward" and isinstance(func.value, ast.Attribute) and isinstance(func.value.value, ast.Name) and func.value.value.id == receiver:
-                into, attribute = forward, func.value.attr
-            else:
-                continue
-            owner = classes.enclosing_class(module, caller)
-            if owner is not None:
-                into.setdefault(attribute, []).append((call, caller, owner))
-        built: dict[str, list[tuple[ClassInfo, str]]] = {}
-        for node, _ in module.classes:
-            owner = classes.info(module, module.scope_of[id(node)])
-            for attribute, assignments in owner.attribute_assignments.items():
-                names = {
-                    module.qualified_name(a.value.func, a.method)
-                    if not a.augmented and isinstance(a.value, ast.Call) and isinstance(a.value.func, (ast.Name, ast.Attribute))
-                    else None
-                    for a in assignments
-                }
-                if len(names) == 1 and None not in names:
-                    built.setdefault(str(names.pop()), []).append((owner, attribute))
-        return cls(direct, forward, built)
-
-
-class ReentrantCalls:
-    """A module's reentrant checkpoint calls, by call node, and its reentrant checkpointing layer
-    classes, by qualified name: what an expression evaluated in the module can see through."""
-
-    def __init__(self, flow: GradFlow, calls: dict[int, CheckpointCall], layers: dict[str, CheckpointCall]):
-        self.flow = flow
-        self.calls = calls
-        self.layers = layers
-
-    @classmethod
-    def of(cls, calls: Iterable[CheckpointCall], flow: GradFlow) -> ReentrantCalls:
-        by_node: dict[int, CheckpointCall] = {}
-        layers: dict[str, CheckpointCall] = {}
-        for call in calls:
-            if call.reentrant is not True:
-                continue
-            if call.api.region_kind == LAYER_CLASS and isinstance(call.node, ast.ClassDef):
-                layers[_layer_name(call)] = call
-            else:
-                by_node[id(call.node)] = call
-        return cls(flow, by_node, layers)
-
-    def inputs_of(self, node: ast.Call, module: ModuleSymbols, scope: Scope) -> list[ast.expr] | None:
-        """The positional inputs of `node` when it runs a reentrant region; None otherwise."""
-        call = self.calls.get(id(node))
-        if call is not None:
-            return self.flow._positional_inputs(call)
-        if self.layers and not any(isinstance(a, ast.Starred) for a in node.args):
-            if self.flow.instance_classes(module, frozenset(self.layers)).get(id(node), frozenset()) & self.layers.keys():
-                return list(node.args)
-        return None
-
-    def instance_calls(self, layer: CheckpointCall, module: ModuleSymbols) -> list[tuple[ast.Call, Scope]]:
-        """The calls in `module` of an instance of the checkpointing layer `layer`, in line order."""
-        name = _layer_name(layer)
-        classes = self.flow.instance_classes(module, frozenset(self.layers))
-        found = [(node, scope) for node, scope in module.calls if name in classes.get(id(node), ())]
-        return sorted(found, key=lambda item: (item[0].lineno, item[0].col_offset))
-
-
-def _layer_name(call: CheckpointCall) -> str:
-    """The qualified name of the checkpointing layer class a LAYER_CLASS call is (its ClassDef)."""
-    assert isinstance(call.node, ast.ClassDef)
-    return call.module.defined_name(call.scope, call.node.name)
-
-
-def _may_be_instance(func: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
-    """A callee that can be a module instance: a local name (`layer`), an attribute of the
-    receiver (`self.layer`), an item of either (`self.layers[i]`); not an imported function or
-    class, a method call (`x.view(...)`) or a builtin, whose types are not worth inferring."""
-    if isinstance(func, ast.Subscript):
-        return _may_be_instance(func.value, module, scope)
-    if isinstance(func, ast.Attribute):
-        receiver = _receiver(scope)
-        return receiver is not None and isinstance(func.value, ast.Name) and func.value.id == receiver
-    if isinstance(func, ast.Name):
-        bindings = module.lookup(scope, func.id)
-        return bool(bindings) and all(b.kind in (ASSIGN, UNPACK, LOOP, PARAM) and b.scope.kind in (FUNCTION, LAMBDA) for b in bindings)
-    return False
-
-
-def _holders_reached(func: ast.expr, module: ModuleSymbols, scope: Scope, held: dict[str, set[str]]) -> set[str]:
-    """The attributes in `held` the callee reaches: `self.<attr>` or an item of it, or a local
-    name bound from one (a loop over it, `enumerate`/`zip` of it, an assignment)."""
-    if not held:
-        return set()
-
-    def named(expr: ast.AST) -> set[str]:
-        return {n.attr for n in ast.walk(expr) if isinstance(n, ast.Attribute) and n.attr in held and isinstance(n.value, ast.Name)}
-
-    if not isinstance(func, ast.Name):
-        return named(func)
-    found: set[str] = set()
-    for binding in module.lookup(scope, func.id):
-        value = _unpacked_iterable(binding.value, binding.unpack) if binding.kind == LOOP else binding.value
-        if value is not None:
-            found |= named(value)
-    return found
-
-
-def _unpacked_iterable(iterable: ast.expr | None, position: tuple[int, ...]) -> ast.expr | None:
-    """What the loop target at `position` iterates over: `X` for `i, x in enumerate(X)`, `B` for
-    `a, b in zip(A, B)`; None when the shape is another."""
-    for index in position:
-        if not (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and not iterable.keywords):
-            return None
-        callee, arguments = iterable.func.id, iterable.args
-        if callee == "enumerate" and index == 1 and arguments:
-            iterable = arguments[0]
-        elif callee == "zip" and index < len(arguments):
-            iterable = arguments[index]
-        else:
-            return None
-    return iterable
-
-
-def _receiver(scope: Scope) -> str | None:
-    current: Scope | None = scope
-    while current is not None and current.enclosing_class is None:
-        current = current.parent
-    return current.first_parameter() if current is not None else None
-
-
 def _all_no_grad(inputs: list[ast.expr], evaluator: Evaluator) -> list[NoGradInput] | None:
     found: list[NoGradInput] = []
     for argument in inputs:
@@ -1435,17 +1087,6 @@ def _splits(value: ast.expr | None) -> bool:
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("split", "chunk", "unbind")
 
 
-def _argument(call: ast.Call, name: str, position: int | None) -> ast.expr | None:
-    """What `call` passes for parameter `name` (at `position`); None when not known (a starred
-    argument or `**kwargs` may carry it, or the default is used)."""
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    if position is not None and position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
-        return call.args[position]
-    return None
-
-
 def _grad_context(expr: ast.expr) -> str | None:
     """`torch.no_grad()` / `torch.inference_mode()` (their text), `torch.enable_grad()` ("enable")."""
     if not isinstance(expr, ast.Call):
@@ -1480,7 +1121,7 @@ def _freezing(node: ast.AST, receiver: str, attribute: str) -> bool | None:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         target = node.func.value
         if node.func.attr == "requires_grad_" and _names_attribute(target, receiver, attribute):
-            return _false_argument(node)
+            return _falseargument(node)
         if node.func.attr.startswith("register_") and node.func.attr.endswith("hook") and _names_attribute(target, receiver, attribute):
             return False
     if isinstance(node, ast.Assign):
@@ -1505,7 +1146,7 @@ def _freezing(node: ast.AST, receiver: str, attribute: str) -> bool | None:
                     and isinstance(statement.value.func.value, ast.Name)
                     and statement.value.func.value.id == loop_variable
                 ):
-                    return _false_argument(statement.value)
+                    return _falseargument(statement.value)
     return None
 
 
@@ -1516,7 +1157,7 @@ def _names_attribute(expr: ast.expr, receiver: str, attribute: str, exact: bool 
     return isinstance(expr, ast.Attribute) and expr.attr == attribute and isinstance(expr.value, ast.Name) and expr.value.id == receiver
 
 
-def _false_argument(call: ast.Call) -> bool:
+def _falseargument(call: ast.Call) -> bool:
     """`requires_grad_(False)` (or `requires_grad=False`)."""
     values = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "requires_grad")]
     return any(isinstance(v, ast.Constant) and v.value is False for v in values)

@@ -1,0 +1,201 @@
+"""Who calls a method, and with what (for gradient flow: regions/grad_flow.py).
+
+The calls of `self.method(...)` in the class and its subclasses and, for `forward`, of the
+instances other classes build (`self.encoder = Encoder(...)`, then `self.encoder(x)` or
+`self.encoder.forward(x)`), in the class's module and in the modules of its package directory
+that import it (a diffusers encoder defined in `vae.py` and built in `autoencoder_tiny.py`).
+Syntactic. Those other modules are read, so they are dependencies of the analysed file:
+`take_consulted` hands them to the worker. Everything is computed once per analysis state.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.prefilter import WORDS_ONLY
+from ckptlint.project import Project, read_content
+from ckptlint.symbols import ModuleSymbols, Scope, positional_parameters
+
+
+class MethodCallers:
+    def __init__(self, classes: ClassIndex, project: Project):
+        self.classes = classes
+        self.project = project
+        self.consulted: dict[str, str] = {}  # modules read beside the analysed one (path -> digest): its dependencies too
+        self._method_calls: dict[int, list[tuple[ast.Call, ModuleSymbols, Scope]]] = {}  # by id of the method scope
+        self._self_call_index: weakref.WeakKeyDictionary[ModuleSymbols, SelfCalls] = weakref.WeakKeyDictionary()
+        self._caller_module_memo: dict[int, tuple[list[ModuleSymbols], dict[str, str]]] = {}  # by id of the class scope
+        self._words_by_directory: dict[str, list[tuple[str, str, frozenset[str]]]] = {}
+
+    def arguments(self, info: ClassInfo, scope: Scope, name: str) -> Iterator[tuple[ast.expr | None, ModuleSymbols, Scope, int]]:
+        """(the argument passed for `name` or None when unknown, the calling module and scope, its
+        line) for each call of the method: `self.method(...)` in the class or a subclass, and, for
+        `forward`, `self.attr(...)` / `self.attr.forward(...)` where a class builds
+        `self.attr = Class(...)`; in the class's module and the modules beside it."""
+        node = scope.node
+        assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        parameters = [a.arg for a in positional_parameters(node.args)][1:]
+        position = parameters.index(name) if name in parameters else None
+        for call, module, caller in self._calls_of(info, scope):
+            yield argument(call, name, position), module, caller, call.lineno
+
+    def _calls_of(self, info: ClassInfo, scope: Scope) -> list[tuple[ast.Call, ModuleSymbols, Scope]]:
+        """The calls of the method `scope` of `info` that `arguments` reads, once per method:
+        `self.method(...)` in `info` or a subclass, and for `forward`, `self.attr(...)` and
+        `self.attr.forward(...)` where the caller's class builds `self.attr = Class(...)`."""
+        found = self._method_calls.get(id(scope))
+        if found is not None:
+            self._caller_modules(info)  # what they were read from is this file's dependency too
+            return found
+        node = scope.node
+        assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        found = self._method_calls[id(scope)] = []
+        for module in self._caller_modules(info):
+            index = self._self_calls(module)
+            for call, caller, owner in index.direct.get(node.name, ()):
+                if any(cls.node is info.node for cls in self.classes.mro(owner)):
+                    found.append((call, module, caller))
+            if node.name != "forward":
+                continue
+            for owner, attribute in index.built.get(info.qualified_name, ()):
+                for call, caller, calling in (*index.direct.get(attribute, ()), *index.forward.get(attribute, ())):
+                    if calling.node is owner.node:
+                        found.append((call, module, caller))
+        found.sort(key=lambda item: (item[1].name, item[0].lineno, item[0].col_offset))
+        return found
+
+    def _self_calls(self, module: ModuleSymbols) -> SelfCalls:
+        index = self._self_call_index.get(module)
+        if index is None:
+            index = self._self_call_index[module] = SelfCalls.of(module, self.classes)
+        return index
+
+    def _caller_modules(self, info: ClassInfo) -> list[ModuleSymbols]:
+        """The class's module, then the modules of its package directory whose text names the
+        class (a model's encoder is often defined in one file and built in the next). Those are
+        read, so the analysis depends on them (`consulted`, added to the file's dependencies)."""
+        memo = self._caller_module_memo.get(id(info.scope))
+        if memo is not None:
+            self.consulted.update(memo[1])
+            return memo[0]
+        found, consulted = self._modules_beside(info)
+        self._caller_module_memo[id(info.scope)] = (found, consulted)
+        self.consulted.update(consulted)
+        return found
+
+    def _modules_beside(self, info: ClassInfo) -> tuple[list[ModuleSymbols], dict[str, str]]:
+        """`_caller_modules`, read from the directory: (the modules, what they were read from)."""
+        module = info.module
+        found = [module]
+        consulted: dict[str, str] = {}
+        package = module.package if not module.source.path.endswith("__init__.py") else module.name
+        directory = os.path.dirname(module.source.path)
+        project = self.project
+        # a caller imports the class from its module (`from .vae import EncoderTiny`): a file that
+        # names the class but never the module defines its own (transformers' modular_*.py)
+        stem = os.path.basename(module.source.path)[:-3]
+        for entry, path, words in self._directory_words(directory):
+            if os.path.abspath(path) == os.path.abspath(module.source.path) or info.name not in words or stem not in words:
+                continue
+            sibling = project.module_named(f"{package}.{entry[:-3]}" if package else entry[:-3])
+            loaded = project.loaded_at(path)
+            if sibling is not None and loaded is not None:
+                found.append(sibling)
+                consulted[os.fspath(loaded.path)] = loaded.digest
+        return found, consulted
+
+    def _directory_words(self, directory: str) -> list[tuple[str, str, frozenset[str]]]:
+        """(file name, path, its words) for each module of a directory but `__init__.py`, read once."""
+        found = self._words_by_directory.get(directory)
+        if found is None:
+            found = self._words_by_directory[directory] = []
+            overlays = self.project.overlays
+            try:
+                entries = sorted(entry for entry in os.listdir(directory) if entry.endswith(".py") and entry != "__init__.py")
+            except OSError:
+                entries = []
+            for entry in entries:
+                path = os.path.join(directory, entry)
+                try:
+                    content = read_content(Path(path), overlays.get(Path(os.path.abspath(path))))
+                except OSError:
+                    continue
+                data = content.encode() if isinstance(content, str) else content
+                found.append((entry, path, frozenset(word.decode() for word in data.translate(WORDS_ONLY).split())))
+        return found
+
+    def take_consulted(self) -> dict[str, str]:
+        """The modules read beside the analysed one since the last call (path -> digest)."""
+        consulted, self.consulted = self.consulted, {}
+        return consulted
+
+
+
+@dataclass
+class SelfCalls:
+    """A module's calls through `self`, by attribute: `self.x(...)` (`direct`) and
+    `self.x.forward(...)` (`forward`), each with its scope and class; and which attributes its
+    classes build from which class (`built`: `self.encoder = Encoder(...)`, every assignment)."""
+
+    direct: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]]
+    forward: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]]
+    built: dict[str, list[tuple[ClassInfo, str]]]
+
+    @classmethod
+    def of(cls, module: ModuleSymbols, classes: ClassIndex) -> SelfCalls:
+        direct: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]] = {}
+        forward: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]] = {}
+        for call, caller in module.calls:
+            func = call.func
+            if not isinstance(func, ast.Attribute):
+                continue
+            self_name = receiver(caller)
+            if self_name is None:
+                continue
+            if isinstance(func.value, ast.Name) and func.value.id == self_name:
+                into, attribute = direct, func.attr
+            elif func.attr == "forward" and isinstance(func.value, ast.Attribute) and isinstance(func.value.value, ast.Name) and func.value.value.id == self_name:
+                into, attribute = forward, func.value.attr
+            else:
+                continue
+            owner = classes.enclosing_class(module, caller)
+            if owner is not None:
+                into.setdefault(attribute, []).append((call, caller, owner))
+        built: dict[str, list[tuple[ClassInfo, str]]] = {}
+        for node, _ in module.classes:
+            owner = classes.info(module, module.scope_of[id(node)])
+            for attribute, assignments in owner.attribute_assignments.items():
+                names = {
+                    module.qualified_name(a.value.func, a.method)
+                    if not a.augmented and isinstance(a.value, ast.Call) and isinstance(a.value.func, (ast.Name, ast.Attribute))
+                    else None
+                    for a in assignments
+                }
+                if len(names) == 1 and None not in names:
+                    built.setdefault(str(names.pop()), []).append((owner, attribute))
+        return cls(direct, forward, built)
+
+
+def receiver(scope: Scope) -> str | None:
+    """The name of `self` in a method (or in a closure nested inside one)."""
+    current: Scope | None = scope
+    while current is not None and current.enclosing_class is None:
+        current = current.parent
+    return current.first_parameter() if current is not None else None
+
+
+def argument(call: ast.Call, name: str, position: int | None) -> ast.expr | None:
+    """What `call` passes for parameter `name` (at `position`); None when not known (a starred
+    argument or `**kwargs` may carry it, or the default is used)."""
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    if position is not None and position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+        return call.args[position]
+    return None
