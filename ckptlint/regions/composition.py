@@ -1,5 +1,6 @@
 """Where a checkpointed model meets the code around it: DDP, `autograd.grad`, `torch.func`,
-Hugging Face's enabling calls (CKP303-CKP305).
+Hugging Face's enabling calls (CKP303-CKP305), FSDP sharding and a second checkpointing of
+the same model (CKP403-CKP405).
 
 These hazards are not in what a region does but in how its model is used: wrapped by
 `DistributedDataParallel(find_unused_parameters=True)`, differentiated by `autograd.grad`
@@ -19,11 +20,13 @@ from typing import Iterable, Iterator
 from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import LAYER_CLASS
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.regions.hf_enabling import EnablingHazard, HfEnablings
+from ckptlint.regions.double_checkpointing import DoubleCheckpointing, DoubleCheckpointings
+from ckptlint.regions.hf_enabling import EnablingHazard, HfEnablings, _function_scope
 from ckptlint.regions.inference import TypeInference
+from ckptlint.regions.sharding import ShardedCheckpoint, Shardings
 from ckptlint.regions.values import ClassType, Types
-from ckptlint.symbols import ASSIGN, DEF, UNPACK, ModuleSymbols, Scope
-from ckptlint.syntax import keyword_value, own_statements
+from ckptlint.symbols import ASSIGN, DEF, UNPACK, Binding, ModuleSymbols, Scope
+from ckptlint.syntax import keyword_value, own_nodes, own_statements
 
 DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"})
 # what a name must end with to be resolved further: the class, or the alias projects re-export it as
@@ -57,7 +60,7 @@ class ModelHazard:
 
 
 class Composition:
-    """The CKP303-CKP305 facts of one module, read through the run's shared analysis state."""
+    """The CKP303-CKP305 and CKP403-CKP405 facts of one module, read through the run's shared analysis state."""
 
     def __init__(self, module: ModuleSymbols, calls: list[CheckpointCall], finder: CallFinder, inference: TypeInference):
         self.module = module
@@ -68,6 +71,7 @@ class Composition:
         self._by_node = {id(call.node): call for call in calls}
         self._class_calls: dict[int, list[CheckpointCall]] = {}  # class scope -> its checkpoint calls
         self._module_calls: dict[int, list[CheckpointCall]] = {id(module): calls}
+        self.shardings = Shardings(module, self._name, self._instance_of)
 
     # -- CKP303 -----------------------------------------------------------------------------
 
@@ -258,6 +262,51 @@ class Composition:
         function where nothing that always runs with it makes the inputs require grad."""
         return HfEnablings(self.module, self.finder, self.classes).hazards()
 
+    # -- CKP403, CKP405 ---------------------------------------------------------------------
+
+    def sharded_checkpoints(self) -> Iterator[ShardedCheckpoint]:
+        """Each checkpoint call of a module that FSDP shards in the same function, with the sharding."""
+        if not self.shardings.mentions_sharding:
+            return
+        for call in self.calls:
+            yield from self.shardings.covering(call)
+
+    def reentrant_sharded_models(self) -> Iterator[ModelHazard]:
+        """`fully_shard(model)` of a model whose project classes checkpoint reentrantly."""
+        for shardings in self.shardings.by_function.values():
+            for sharding in shardings:
+                if sharding.fsdp2 and sharding.module is not None:
+                    types = self.inference.types(sharding.module, self.module, sharding.scope)
+                    checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
+                    if checkpoints:
+                        yield ModelHazard(sharding.node, "fully_shard", checkpoints, name)
+
+    def _instance_of(self, expr: ast.expr, scope: Scope, qualified: str) -> bool:
+        """Whether the module `expr` is built from the class `qualified` or a project subclass of it."""
+        for item in self.inference.types(expr, self.module, scope):
+            if isinstance(item, ClassType) and not item.built_by:
+                info = self.classes.by_name(item.name)
+                if item.name == qualified or (info is not None and self.classes.inherits_from(info, frozenset({qualified}))):
+                    return True
+        return False
+
+    # -- CKP404 -----------------------------------------------------------------------------
+
+    def double_checkpointings(self) -> Iterator[DoubleCheckpointing]:
+        """A model checkpointed by its own gradient checkpointing and by FSDP's or accelerate's."""
+        enablings = HfEnablings(self.module, self.finder, self.classes)
+        return DoubleCheckpointings(self.module, self.calls, self._name, enablings.is_trainer, self._own_checkpoints).hazards()
+
+    def _own_checkpoints(self, built: Binding, scope: Scope) -> str:
+        """How the model a binding builds checkpoints itself on every forward: `Net (checkpoint at
+        net.py:12)`, or "" when its project classes hold no checkpoint call outside an `if`."""
+        checkpoints, name = self._model_checkpoints(self.inference.types(built.value, self.module, scope), reentrant_only=False)
+        unconditional = [call for call in checkpoints if _unconditional(call)]
+        if not unconditional:
+            return ""
+        first = unconditional[0]
+        return f"{name}, whose own code checkpoints at {first.path}:{first.line} (built at line {built.line})"
+
     def _name(self, func: ast.expr, scope: Scope, last_words: frozenset[str] | None = None) -> str | None:
         """The callee's project-wide name; with `last_words`, only for a callee whose
         module-local name ends in one of them (the project-wide name loads modules: asked for
@@ -296,6 +345,18 @@ def _counts(call: CheckpointCall, reentrant_only: bool) -> bool:
     if call.api.region_kind == LAYER_CLASS or call.api.library == "transformers":
         return False
     return call.reentrant is True if reentrant_only else True
+
+
+def _unconditional(call: CheckpointCall) -> bool:
+    """Whether the checkpoint call runs whenever its function does: under no `if` (a flag that
+    chooses whether to checkpoint leaves it to the caller)."""
+    line = call.line
+    for node in own_nodes(_function_scope(call.scope).node):
+        if isinstance(node, ast.If) and any(first.lineno <= line <= (last.end_lineno or last.lineno) for body in (node.body, node.orelse) if body for first, last in [(body[0], body[-1])]):
+            return False
+        if isinstance(node, ast.IfExp) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            return False
+    return True
 
 
 def _unique(calls: Iterable[CheckpointCall]) -> tuple[CheckpointCall, ...]:

@@ -1,0 +1,87 @@
+"""CKP403: checkpointing applied around a module FSDP already sharded, rather than inside it."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ckptlint.finding import Finding
+from ckptlint.rules.base import Rule, RuleContext, finding_at
+
+
+class CheckpointAroundShardedModule(Rule):
+    code = "CKP403"
+    name = "checkpoint-around-fsdp-unit"
+    summary = "Activation checkpointing wraps a module that FSDP (`FullyShardedDataParallel` or `fully_shard`) has already sharded, instead of running inside it."
+    explanation = """
+        FSDP all-gathers a unit's parameters in the unit's forward pre-hook and frees them
+        after its forward; in backward it all-gathers them again for the gradient. A
+        checkpoint placed *around* the FSDP unit replays the unit's whole forward in
+        backward, hooks included: the parameters are all-gathered once more on top of FSDP's
+        own backward all-gather (twice the communication per step), and FSDP's state machine
+        sees a second pre-forward during backward, which older releases reject with an
+        assertion and newer ones pay for with extra unsharding. Checkpointing *inside* the
+        unit (checkpoint each block first, then shard the wrapped block, as torchtitan does;
+        or FSDP with an `auto_wrap_policy` and `apply_activation_checkpointing` whose
+        `check_fn` selects the inner block class) replays only the block's own computation
+        while the unit's parameters are gathered for backward anyway.
+
+        Reported at the checkpoint call or wrapper (`checkpoint_wrapper(block)`,
+        `checkpoint(block, x)`, composable `checkpoint(block)`) when, earlier in the same
+        function, `fully_shard(block)` sharded the same module (in place, or bound to a name:
+        `m = FullyShardedDataParallel(block)` then `checkpoint_wrapper(m)`), and at
+        `apply_activation_checkpointing` whose `check_fn` selects `FullyShardedDataParallel` or
+        `FSDPModule` instances, or the class of modules `fully_shard` sharded before it. A
+        module is followed through the bindings of its name in the function (a later
+        `block = Block()` is another module) and through loops over the same modules
+        (`for block in model.layers`); sharding *after* checkpointing is the correct order and
+        is silent, as is a module sharded in another function.
+    """
+    bad = """
+        import torch.nn as nn
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+        from torch.distributed.fsdp import fully_shard
+
+
+        def parallelize(model: nn.Module):
+            for index, block in enumerate(model.layers):
+                fully_shard(block)
+                model.layers[index] = checkpoint_wrapper(block)
+            fully_shard(model)
+    """
+    good = """
+        import torch.nn as nn
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+        from torch.distributed.fsdp import fully_shard
+
+
+        def parallelize(model: nn.Module):
+            for index, block in enumerate(model.layers):
+                block = checkpoint_wrapper(block)
+                model.layers[index] = block
+                fully_shard(block)
+            fully_shard(model)
+    """
+    confirmed_by = frozenset({"communication"})  # collectives observed in the recompute (runtime companion)
+    remedy = """
+        Checkpoint first, then shard what checkpointing returned: `block =
+        checkpoint_wrapper(block)` (or composable `checkpoint(block)`), then
+        `fully_shard(block)`. With FSDP1, wrap with an `auto_wrap_policy` and call
+        `apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, Block))`,
+        selecting the inner block class rather than `FullyShardedDataParallel`.
+    """
+
+    def check(self, context: RuleContext) -> Iterator[Finding]:
+        if context.composition is None:
+            return
+        reported: set[int] = set()
+        for found in context.composition.sharded_checkpoints():
+            if not found.sharded_first or id(found.call.node) in reported:
+                continue
+            reported.add(id(found.call.node))
+            sharding = found.sharding
+            where = f"{found.what}, already sharded by {sharding.what} at line {sharding.node.lineno}" if sharding is not None else found.what
+            summary = (
+                f"checkpointing wraps an FSDP unit ({where}): the recompute in backward re-runs the unit's forward hooks and "
+                "all-gathers its parameters again on top of FSDP's own backward all-gather; checkpoint the module first, then shard it"
+            )
+            yield finding_at(context.module, found.call.node, self.code, summary)

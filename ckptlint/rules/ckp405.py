@@ -1,0 +1,94 @@
+"""CKP405: reentrant checkpointing of a module sharded by FSDP2 `fully_shard`."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ckptlint.catalogue import CALLABLE
+from ckptlint.finding import Finding
+from ckptlint.rules.base import Rule, RuleContext, finding_at
+
+
+class ReentrantCheckpointUnderFullyShard(Rule):
+    code = "CKP405"
+    name = "reentrant-checkpoint-fully-shard"
+    summary = "Reentrant activation checkpointing of a module sharded by FSDP2 `fully_shard`."
+    explanation = """
+        `fully_shard` (FSDP2) unshards a module's parameters in a forward pre-hook and
+        schedules their resharding and gradient reduce-scatter from autograd hooks it
+        registers on the forward's tensors. Reentrant checkpointing runs the forward under
+        `torch.no_grad()` and replays it inside backward with a separate `autograd.backward`
+        call: the hooks FSDP2 relies on are never attached in the first forward, and in the
+        replay they fire inside another backward, so parameters stay unsharded, gradients
+        are reduced late or not at all, and training either fails or silently skips
+        reduce-scatters. PyTorch supports only non-reentrant checkpointing
+        (`use_reentrant=False`, `CheckpointImpl.NO_REENTRANT`, composable `checkpoint`) with
+        `fully_shard`.
+
+        Reported at the checkpoint call or wrapper: `checkpoint_wrapper(block,
+        checkpoint_impl=CheckpointImpl.REENTRANT)` with `fully_shard(block)` in the same
+        function (either order: the wrapper replays when the sharded module runs),
+        `checkpoint(block, x, use_reentrant=True)` (or with `use_reentrant` omitted, which
+        torch 2.x treats as reentrant) after `fully_shard(block)`, and a reentrant
+        `apply_activation_checkpointing` whose `check_fn` selects `FSDPModule` or the class of
+        modules sharded before it. `fully_shard(model)` of a model built from a project class
+        whose own code (or a registered submodule's) checkpoints reentrantly is reported at the
+        `fully_shard(...)` call, naming those checkpoint calls. Reentrant checkpointing around
+        a sharded module is both this and CKP403.
+    """
+    bad = """
+        import torch.nn as nn
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+        from torch.distributed.fsdp import fully_shard
+
+
+        def parallelize(model: nn.Module):
+            for index, block in enumerate(model.layers):
+                block = checkpoint_wrapper(block, checkpoint_impl=CheckpointImpl.REENTRANT)
+                model.layers[index] = block
+                fully_shard(block)
+            fully_shard(model)
+    """
+    good = """
+        import torch.nn as nn
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+        from torch.distributed.fsdp import fully_shard
+
+
+        def parallelize(model: nn.Module):
+            for index, block in enumerate(model.layers):
+                block = checkpoint_wrapper(block, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+                model.layers[index] = block
+                fully_shard(block)
+            fully_shard(model)
+    """
+    remedy = """
+        Use non-reentrant checkpointing: `checkpoint_impl=CheckpointImpl.NO_REENTRANT` (the
+        wrapper's default), `use_reentrant=False` for `torch.utils.checkpoint.checkpoint`, or
+        composable `torch.distributed._composable.checkpoint(block)` before `fully_shard(block)`.
+    """
+
+    def check(self, context: RuleContext) -> Iterator[Finding]:
+        if context.composition is None:
+            return
+        reported: set[int] = set()
+        for found in context.composition.sharded_checkpoints():
+            call = found.call
+            if not found.fsdp2 or call.reentrant is not True or id(call.node) in reported:
+                continue
+            if call.api.region_kind == CALLABLE and not found.sharded_first:
+                continue  # `checkpoint(block, x)` runs now: a later fully_shard does not shard what it ran
+            reported.add(id(call.node))
+            sharding = found.sharding
+            where = f"{found.what}, sharded by fully_shard at line {sharding.node.lineno}" if sharding is not None else found.what
+            summary = (
+                f"reentrant checkpointing ({context.reentrant_because(call)}) of a module sharded by fully_shard ({where}): "
+                "FSDP2's unshard, reshard and reduce-scatter hooks do not run under a reentrant replay; use non-reentrant checkpointing"
+            )
+            yield finding_at(context.module, call.node, self.code, summary)
+        for hazard in context.composition.reentrant_sharded_models():
+            summary = (
+                f"fully_shard shards {hazard.model}, which checkpoints reentrantly: FSDP2's unshard, reshard and reduce-scatter "
+                "hooks do not run under a reentrant replay; use non-reentrant checkpointing (use_reentrant=False)"
+            )
+            yield finding_at(context.module, hazard.node, self.code, summary, {context.site(c) for c in hazard.checkpoints})
