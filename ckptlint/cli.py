@@ -349,6 +349,13 @@ def calls(request: LintRequest, output_format: str) -> None:
 @click.option("-m", "module", metavar="MODULE", help="Run a module, as `python -m MODULE` would.")
 @click.option("--witness", is_flag=True, help="Also compare each sampled call's real recompute in backward with its forward.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 when calls diverge (the script's own failure still counts).")
+@click.option(
+    "--rank-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Under torchrun: seconds a rank waits for the others to reach the call it probes, and for a replay's communication.",
+)
 @click.argument("script_and_arguments", nargs=-1, type=click.UNPROCESSED)
 def confirm(
     sample: str,
@@ -358,6 +365,7 @@ def confirm(
     module: str | None,
     witness: bool,
     exit_zero: bool,
+    rank_timeout: float,
     script_and_arguments: tuple[str, ...],
 ) -> None:
     """Run SCRIPT [ARGS] (or -m MODULE [ARGS]), replaying each checkpoint call with and without
@@ -379,7 +387,9 @@ def confirm(
     from ckptlint.runtime.intercept import UnsupportedTorch
 
     try:
-        code = run_confirm(target, arguments, module is not None, sample, report_file, findings_file, lint_paths, witness, exit_zero)
+        code = run_confirm(
+            target, arguments, module is not None, sample, report_file, findings_file, lint_paths, witness, exit_zero, rank_timeout
+        )
     except (UnsupportedTorch, ConfigError) as exc:  # ConfigError: a bad configuration or --python for --lint
         _fail(str(exc))
     sys.exit(code)

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import datetime
 import functools
 from typing import Iterator
 
-from ckptlint.runtime import ddp, differentiation
+from ckptlint.project import display_path
+from ckptlint.runtime import communication, ddp, differentiation
+from ckptlint.runtime.aspects import aspects, summary
 from ckptlint.runtime.intercept import Interceptor, InterceptedCall, UnsupportedTorch, probe_guard
-from ckptlint.runtime.probe import probe
+from ckptlint.runtime.probe import identity, probe
+from ckptlint.runtime.ranks import RankAgreement
 from ckptlint.runtime.report import Record, Report
 from ckptlint.runtime.witness import Witness
 
@@ -44,9 +48,13 @@ def parse_sample(sample: str | int) -> int | None:
 class Session:
     """Interception, per-site sampling and the report for one run."""
 
-    def __init__(self, sample: str | int = "first", wrapper_dirs: tuple[str, ...] = (), witness: bool = False):
+    def __init__(
+        self, sample: str | int = "first", wrapper_dirs: tuple[str, ...] = (), witness: bool = False, rank_timeout: float = 60.0
+    ):
         self.limit = parse_sample(sample)
         self.witness = witness
+        self.rank_timeout = datetime.timedelta(seconds=rank_timeout)
+        self.ranks = RankAgreement(self.rank_timeout)
         self.report = Report()
         self.current_test: str | None = None
         self._counts: collections.Counter[tuple[str, int, int]] = collections.Counter()
@@ -54,6 +62,7 @@ class Session:
 
     def start(self) -> None:
         self._interceptor.install()
+        communication.TIMEOUT = self.rank_timeout
 
     def stop(self) -> None:
         self._interceptor.uninstall()
@@ -64,9 +73,14 @@ class Session:
             return None
         self._counts[key] += 1
         with probe_guard():
-            record = probe(call)
+            refusal = self.ranks.agree(f"{display_path(call.site.path)}:{call.site.line}:{call.site.column}#{self._counts[key]}")
+            record = probe(call) if refusal is None else _refused(call, refusal.to_dict())
+        world = self.ranks.world()
+        record.rank = world[0] if world is not None else None
         record.test = self.current_test
         self.report.add(record)
+        if refusal is None and any(reason["category"] == communication.HANG_CATEGORY for reason in record.reasons):
+            self.ranks.out_of_step = f"a replay's wait expired at {record.site['path']}:{record.site['line']}"
         if call.kind == "reentrant":
             call.backward_failed = functools.partial(_backward_failed, record, call.fn)
         transformed = differentiation.under_function_transform()
@@ -77,6 +91,14 @@ class Session:
         return record.watch(Witness())
 
 
+def _refused(call: InterceptedCall, reason: dict[str, object]) -> Record:
+    """The record of a call this rank must not replay: the ranks are not at the same call."""
+    record = Record(**identity(call), verdict="error", reasons=[reason])
+    record.aspects = aspects(record.reasons)
+    record.summary = summary(record.verdict, record.reasons)
+    return record
+
+
 def _backward_failed(record: Record, fn: object, error: BaseException) -> None:
     """The user's backward raised through a reentrant region: DDP's "ready only once" (CKP303)
     or `.grad()`/`inputs=` refused by reentrant checkpoint (CKP304)."""
@@ -85,10 +107,13 @@ def _backward_failed(record: Record, fn: object, error: BaseException) -> None:
 
 
 @contextlib.contextmanager
-def audit(sample: str | int = "first", wrapper_dirs: tuple[str, ...] = (), witness: bool = False) -> Iterator[Report]:
+def audit(
+    sample: str | int = "first", wrapper_dirs: tuple[str, ...] = (), witness: bool = False, rank_timeout: float = 60.0
+) -> Iterator[Report]:
     """Probe the checkpoint calls made inside the block; yields the Report. With `witness`,
-    also compare each sampled call's real recompute in backward with its forward."""
-    session = Session(sample, wrapper_dirs, witness)
+    also compare each sampled call's real recompute in backward with its forward. Under a
+    process group, `rank_timeout` bounds how long a rank waits for the others (ranks.py)."""
+    session = Session(sample, wrapper_dirs, witness, rank_timeout)
     session.start()
     try:
         yield session.report

@@ -29,6 +29,10 @@ ASPECT_OF = {
     # the witness: backward's recompute differs from the forward it replaces. Its own aspect, not
     # "gradients": a saved tensor can differ where the gradient does not (relu's mask)
     "recompute": "recompute",
+    # a process group's communication: repeated at recompute (communication.py), or a wait that
+    # never ended (the ranks out of step, a replay's receive: ranks.py)
+    "communication": "communication",
+    "hang": "error",
 }
 ORDER = ("error", "values", "gradients", "rng-stream", "state", "side-effects")
 _WORDS = {
@@ -38,6 +42,7 @@ _WORDS = {
     "state": "state",
     "side-effects": "side effects",
     "recompute": "the recompute's saved tensors",  # only with the witness, so never listed as equal
+    "communication": "communication",  # only under a process group, so never listed as equal
 }
 _EQUAL_WORDS = {**_WORDS, "rng-stream": "RNG streams"}
 

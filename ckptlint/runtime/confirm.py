@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ckptlint.runtime import Session
+from ckptlint.runtime import rank_reports
 from ckptlint.runtime.join import join, render
+from ckptlint.runtime.report import FAILING, Record, Report
 
 DIVERGED = 1  # the exit code when the script succeeded and a call diverged (as a linter's findings)
 
@@ -71,28 +73,66 @@ def confirm(
     lint_paths: Sequence[str] = (),
     witness: bool = False,
     exit_zero: bool = False,
+    rank_timeout: float = 60.0,
 ) -> int:
     """Run the script under the companion and report; the exit code is the script's when it
-    failed, else 1 when a call diverged or its replay raised (unless `exit_zero`), else 0."""
-    session = Session(sample, witness=witness)
+    failed, else 1 when a call diverged or its replay raised (unless `exit_zero`), else 0.
+    Under torchrun with `report_file`, each rank writes its own report and rank 0 the merged one."""
+    launch = rank_reports.Launch.from_environment()
+    if launch is not None and report_file:
+        rank_reports.remove_stale(launch, report_file)
+    session = Session(sample, witness=witness, rank_timeout=rank_timeout)
     session.start()
     try:
         exit_code = run_script(target, arguments, as_module)
     finally:
         session.stop()
     report = session.report
+    records = report.records
+    if launch is not None and report_file:
+        records = _report_job(launch, report, report_file, findings_file, lint_paths)
+    else:
+        _report(report, records, report.to_dict(), report_file, findings_file, lint_paths)
+    if exit_code == 0 and any(r.verdict in FAILING for r in records) and not exit_zero:
+        return DIVERGED
+    return exit_code
+
+
+def _report(
+    report: Report,
+    records: list[Record],
+    data: dict[str, Any],
+    report_file: str | None,
+    findings_file: str | None,
+    lint_paths: Sequence[str],
+) -> None:
+    """Print the records joined with the static findings; write the JSON report."""
     static = static_findings(findings_file, lint_paths)
-    joined = missed = None
     if static is not None:
-        joined, missed = join(report.records, *static)
-    text = report.render()
-    if joined is not None:
-        text += "\n" + render(joined, missed or [])
-    for note in report.notes:
+        data["findings"], data["missed"] = join(records, *static)
+    text = report.render(records)
+    if static is not None:
+        text += "\n" + render(data["findings"], data["missed"])
+    for note in data.get("notes", report.notes):
         text += f"\nnote: {note}"
     print(text, file=sys.stderr)
     if report_file:
-        Path(report_file).write_text(report.to_json(findings=joined, missed=missed), encoding="utf-8")
-    if exit_code == 0 and report.diverging() and not exit_zero:
-        return DIVERGED
-    return exit_code
+        Path(report_file).write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+
+
+def _report_job(
+    launch: rank_reports.Launch, report: Report, report_file: str, findings_file: str | None, lint_paths: Sequence[str]
+) -> list[Record]:
+    """Each rank writes its own report; rank 0 merges them, joins the static findings once and
+    prints. Returns the records whose verdicts decide this rank's exit code: the merged ones on
+    rank 0, none elsewhere (torchrun stops the job when one rank fails, and rank 0 may still
+    be merging)."""
+    written = rank_reports.write_rank_report(launch, report_file, report.to_dict(), report.records)
+    if launch.rank != 0:
+        print(f"ckptlint confirm: rank {launch.rank} wrote {written}; rank 0 writes the merged report to {report_file}", file=sys.stderr)
+        return []
+    reports, missing = rank_reports.collect(launch, report_file)
+    records = rank_reports.merge(reports)
+    data = {**rank_reports.merged_report(reports, missing, launch.world_size), "records": [r.to_dict() for r in records]}
+    _report(report, records, data, report_file, findings_file, lint_paths)
+    return records

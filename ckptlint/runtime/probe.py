@@ -6,6 +6,7 @@ import traceback
 from typing import Any
 
 from ckptlint.runtime.aspects import aspects, summary
+from ckptlint.runtime.communication import HANG_CATEGORY, Communication, CommunicationTimeout, counting
 from ckptlint.runtime.compare import Reason
 from ckptlint.runtime.ddp import ddp_of, replay_would_change_run
 from ckptlint.runtime.differences import differences
@@ -23,7 +24,7 @@ def probe(call: InterceptedCall) -> Record:
     if under_function_transform():
         # a replay would run under torch.func's transform (which refuses `requires_grad_` and
         # checkpointed regions alike) and change the error the user sees: the call runs as is
-        return Record(**_identity(call), verdict=NOT_REPLAYED, summary=TRANSFORMED)
+        return Record(**identity(call), verdict=NOT_REPLAYED, summary=TRANSFORMED)
     record = _probe(call)
     if call.flags.get("nested"):
         return _nested(record)
@@ -35,7 +36,8 @@ def probe(call: InterceptedCall) -> Record:
 TRANSFORMED = "not replayed: the call runs inside a torch.func transform"
 
 
-def _identity(call: InterceptedCall) -> dict[str, Any]:
+def identity(call: InterceptedCall) -> dict[str, Any]:
+    """The fields every record of `call` starts with."""
     return {
         "site": call.site.to_dict(),
         "region": call.region,
@@ -48,7 +50,7 @@ def _identity(call: InterceptedCall) -> dict[str, Any]:
 
 
 def _probe(call: InterceptedCall) -> Record:
-    record = Record(**_identity(call), verdict="equivalent")
+    record = Record(**identity(call), verdict="equivalent")
     try:
         reach = reachable(call.fn, call.args, call.kwargs)
         reached = reached_tensors(call.args, call.kwargs, reach)  # before the replays adopt leaves
@@ -63,20 +65,33 @@ def _probe(call: InterceptedCall) -> Record:
         record.reasons = [Reason("error", "ckptlint", detail="could not snapshot the region's state: " + traceback.format_exc(limit=1)).to_dict()]
         return record
     try:
-        plain = run_replay(call.run_plain, call.args, call.kwargs, reach, snapshot, True, call.replaying)
+        with counting() as plain_communication:
+            plain = run_replay(call.run_plain, call.args, call.kwargs, reach, snapshot, True, call.replaying)
         for name in snapshot.release_replay_leaves():
             plain.parameter_grads.pop(name, None)
             plain.tensors.pop(name, None)
         snapshot.restore()
-        checkpointed = run_replay(call.run_checkpointed, call.args, call.kwargs, reach, snapshot, False, call.replaying)
+        with counting() as checkpointed_communication:
+            checkpointed = run_replay(call.run_checkpointed, call.args, call.kwargs, reach, snapshot, False, call.replaying)
     finally:
         snapshot.restore()
     record.executed = plain.executed
+    timed_out = _timed_out(plain.error, checkpointed.error)
+    if timed_out:
+        record.verdict = "error"
+        record.reasons = [timed_out.to_dict()]
+        return record
     if plain.error:
         record.verdict = "error"
         record.reasons = [Reason("error", "replay without checkpointing", detail=plain.error).to_dict()]
         return record
     reasons = differences(plain, checkpointed, snapshot, reach)
+    if plain_communication is not None and checkpointed_communication is not None:
+        communication = Communication.of(plain_communication, checkpointed_communication)
+        record.communication = communication.to_dict()
+        repeated = communication.reason()
+        if repeated is not None:
+            reasons.append(repeated)
     record.reasons = [reason.to_dict() for reason in reasons]
     missing = missing_parameter_grads(plain, checkpointed)
     if missing:
@@ -86,6 +101,15 @@ def _probe(call: InterceptedCall) -> Record:
     elif record.reasons:
         record.verdict = "diverges"
     return record
+
+
+def _timed_out(*errors: str | None) -> Reason | None:
+    """A replay whose communication wait expired (communication.bounded_waits)."""
+    for error in errors:
+        if error and CommunicationTimeout.__name__ in error:
+            detail = error.split(f"{CommunicationTimeout.__name__}: ", 1)[-1]
+            return Reason(HANG_CATEGORY, "replay's communication timed out", detail=detail)
+    return None
 
 
 NESTED_SUMMARY = "replayed inside the forward or recompute of an enclosing checkpoint call, whose record judges it"

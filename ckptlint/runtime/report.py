@@ -39,6 +39,10 @@ class Record:
     witness: dict[str, Any] | None = None  # the real recompute against its forward (audit(witness=True))
     inputs: list[dict[str, Any]] = field(default_factory=list)  # tensors reaching the region (gradflow.ReachedTensor)
     ddp: dict[str, Any] | None = None  # the DistributedDataParallel holding the region's parameters (ddp.py)
+    # under a process group: the communication ops the plain forward and the recompute issued (communication.py)
+    communication: dict[str, Any] | None = None
+    rank: int | None = None  # the rank that observed it, under a process group of two or more
+    ranks: dict[str, str] | None = None  # merged over ranks: each rank's verdict (rank_reports.py)
 
     def watch(self, witness: Witness) -> Witness:
         """Follow `witness`: its result joins this record; a divergence makes the call diverge."""
@@ -84,8 +88,9 @@ class Record:
             data["test"] = self.test
         if self.witness is not None:
             data["witness"] = self.witness
-        if self.ddp is not None:
-            data["ddp"] = self.ddp
+        for name in ("ddp", "communication", "rank", "ranks"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
         return data
 
     def describe(self) -> str:
@@ -101,6 +106,10 @@ class Record:
             f"{display_path(site['path'])}:{site['line']}:{site['column']}: {self.verdict} "
             f"[{self.api}, {mode}, {self.device}] region {region['name']}{where}"
         ]
+        if self.ranks:
+            lines[0] += " on ranks " + ", ".join(f"{rank}: {verdict}" for rank, verdict in sorted(self.ranks.items(), key=lambda item: int(item[0])))
+        elif self.rank is not None:
+            lines[0] += f" on rank {self.rank}"
         if self.summary and self.verdict != "equivalent":
             lines.append(f"    {self.summary}")
         for reason in self.reasons:
@@ -111,6 +120,8 @@ class Record:
                     text += f", max rel diff {reason['max_rel']:.3g}"
             if reason.get("detail"):
                 text += f" ({reason['detail']})"
+            if reason.get("ranks") is not None and self.ranks and len(reason["ranks"]) < len(self.ranks):
+                text += f" [rank {', '.join(map(str, reason['ranks']))}]"
             lines.append(f"    - {text}")
             lines.extend(f"        forward ran it at {frame}" for frame in reason.get("stack", ())[:3])
         if self.witness is not None and self.witness["status"] != "diverges":
@@ -161,13 +172,15 @@ class Report:
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(**kwargs), indent=2, default=str)
 
-    def render(self) -> str:
-        if not self.records:
+    def render(self, records: list[Record] | None = None) -> str:
+        """The records (this report's, or those merged over ranks) and a count by verdict."""
+        records = self.records if records is None else records
+        if not records:
             return "ckptlint confirm: no checkpoint call was observed"
-        counts = {verdict: sum(r.verdict == verdict for r in self.records) for verdict in ("equivalent", "diverges", "error", NOT_REPLAYED, NESTED)}
-        lines = [record.describe() for record in self.records]
+        counts = {verdict: sum(r.verdict == verdict for r in records) for verdict in ("equivalent", "diverges", "error", NOT_REPLAYED, NESTED)}
+        lines = [record.describe() for record in records]
         lines.append(
-            f"{len(self.records)} checkpoint call(s) observed: {counts['equivalent']} equivalent, "
+            f"{len(records)} checkpoint call(s) observed: {counts['equivalent']} equivalent, "
             f"{counts['diverges']} diverging, {counts['error']} error"
             + (f", {counts[NOT_REPLAYED]} not replayed" if counts[NOT_REPLAYED] else "")
             + (f", {counts[NESTED]} nested in another's recompute (judged there)" if counts[NESTED] else "")

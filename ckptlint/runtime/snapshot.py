@@ -57,9 +57,27 @@ def same_elements(current: Any, saved: list[Any]) -> bool:
     return len(items) == len(saved) and all(a is b for a, b in zip(items, saved))
 
 
-def changed(tensor: torch.Tensor, saved: torch.Tensor, version: int) -> bool:
+def holds_data(tensor: torch.Tensor) -> bool:
+    """Whether the tensor's storage holds its values: FSDP2 frees an unsharded parameter's
+    storage after forward (`resize_(0)`), and reading such a tensor crashes the process."""
+    if tensor.numel() == 0:
+        return True
+    try:
+        return tensor.untyped_storage().nbytes() > 0
+    except (RuntimeError, NotImplementedError):  # a wrapper subclass (DTensor): read through its dispatch
+        return True
+
+
+def saved_copy(tensor: torch.Tensor) -> torch.Tensor | None:
+    """A copy of the values, or None where there are none to keep (holds_data)."""
+    return tensor.detach().clone() if holds_data(tensor) else None
+
+
+def changed(tensor: torch.Tensor, saved: torch.Tensor | None, version: int) -> bool:
     """Kernels such as batch_norm update running statistics without bumping the version
-    counter, so values are compared too."""
+    counter, so values are compared too. A tensor that held no values when saved is left be."""
+    if saved is None or not holds_data(tensor):
+        return False
     if tensor._version != version or tensor.shape != saved.shape or tensor.dtype != saved.dtype:
         return True
     return not torch.equal(tensor.detach(), saved)
@@ -79,7 +97,7 @@ class Snapshot:
     def __init__(self, reach: Reachable):
         self.reach = reach
         self.rng = RngState.capture()
-        self.tensors = [(t, t.detach().clone(), t._version) for _, t in reach.tensors.values()]
+        self.tensors = [(t, saved_copy(t), t._version) for _, t in reach.tensors.values()]
         self.grads = [(t, t.grad) for _, t in reach.tensors.values() if t.is_leaf]
         self.containers = [(value, _container_copy(value)) for _, value in reach.containers.values()]
         self.objects = []
@@ -101,7 +119,7 @@ class Snapshot:
         its `.grad` is cleared for the replays like the others'."""
         self.reach.tensors[id(tensor)] = (name, tensor)
         self._adopted.append(id(tensor))
-        self.tensors.append((tensor, tensor.detach().clone(), tensor._version))
+        self.tensors.append((tensor, saved_copy(tensor), tensor._version))
         self.grads.append((tensor, tensor.grad))
         tensor.grad = None
 
@@ -139,7 +157,7 @@ class Snapshot:
             set_state(generator, state)
         with torch.no_grad():
             for tensor, saved, version in self.tensors:
-                if changed(tensor, saved, version):
+                if saved is not None and changed(tensor, saved, version):
                     if tensor.shape == saved.shape and tensor.dtype == saved.dtype:
                         tensor.copy_(saved)
                     else:
