@@ -326,8 +326,8 @@ class Catalogue:
 DEFAULT_CATALOGUE = Catalogue(BUILTIN_APIS)
 
 # Words that make a file worth analysing without a checkpoint call in it: the code around a
-# checkpointed model (CKP303-CKP305) — its DDP wrapper, `torch.autograd.grad` and
-# `torch.func` transforms, Hugging Face's enabling calls — often lives in a training script
+# checkpointed model (CKP303-CKP305, CKP404, CKP405) — its DDP wrapper, `torch.autograd.grad` and
+# `torch.func` transforms, Hugging Face's enabling calls, FSDP's sharding and checkpointing — often lives in a training script
 # that never names checkpointing. (`x.backward(inputs=...)` and `torch.func.grad` spelled
 # through `func` are found only in files analysed anyway: `backward` and `func` are too common.)
 COMPOSITION_WORDS = frozenset(
@@ -343,5 +343,7 @@ COMPOSITION_WORDS = frozenset(
         "grad_and_value",
         "gradient_checkpointing_enable",
         "gradient_checkpointing",
+        "fully_shard",  # CKP405: a model that checkpoints reentrantly, sharded in a script that never names checkpointing
+        "activation_checkpointing",  # CKP404: accelerate's FSDP plugin and transformers' fsdp_config
     }
 )

@@ -1,4 +1,4 @@
-"""CKP303-CKP305: each hazard fixture yields exactly its marked findings, each safe twin none,
+"""CKP303-CKP305, CKP403-CKP405: each hazard fixture yields exactly its marked findings, each safe twin none,
 and the fixes edit the right call."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from conftest import FIXTURES, REPO, expectations, fixture_files
 
 HAZARDS = FIXTURES / "composition" / "hazards"
 SAFE = FIXTURES / "composition" / "safe"
-CODES = {"CKP303", "CKP304", "CKP305"}
+CODES = {"CKP303", "CKP304", "CKP305", "CKP403", "CKP404", "CKP405"}
 
 
 def _cases(folder: Path) -> list[str]:

@@ -298,14 +298,14 @@ class Composition:
         return DoubleCheckpointings(self.module, self.calls, self._name, enablings.is_trainer, self._own_checkpoints).hazards()
 
     def _own_checkpoints(self, built: Binding, scope: Scope) -> str:
-        """How the model a binding builds checkpoints itself on every forward: `Net (checkpoint at
-        net.py:12)`, or "" when its project classes hold no checkpoint call outside an `if`."""
+        """How the model a binding builds checkpoints itself on every forward (`Net, whose own code
+        checkpoints at net.py:12`), or "" when its project classes hold no checkpoint call outside an `if`."""
         checkpoints, name = self._model_checkpoints(self.inference.types(built.value, self.module, scope), reentrant_only=False)
         unconditional = [call for call in checkpoints if _unconditional(call)]
         if not unconditional:
             return ""
         first = unconditional[0]
-        return f"{name}, whose own code checkpoints at {first.path}:{first.line} (built at line {built.line})"
+        return f"{name}, whose own code checkpoints at {first.path}:{first.line}"
 
     def _name(self, func: ast.expr, scope: Scope, last_words: frozenset[str] | None = None) -> str | None:
         """The callee's project-wide name; with `last_words`, only for a callee whose

@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import MODEL
 from ckptlint.regions.hf_enabling import _branches, _callee_leaf, _function_scope, _root_name
-from ckptlint.regions.sharding import binding_at
+from ckptlint.regions.sharding import binding_at, modules_iterated
 from ckptlint.symbols import ASSIGN, LOOP, UNPACK, Binding, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value
 
@@ -227,7 +227,7 @@ class DoubleCheckpointings:
         if isinstance(target, ast.Name):
             binding = binding_at(self.module, scope, target.id, target.lineno)
             if binding is not None and binding.kind == LOOP and binding.value is not None:
-                root = _root_name(binding.value)
+                root = _root_name(modules_iterated(binding.value))
                 return ast.Name(id=root, lineno=binding.line) if root is not None else target
             return target
         root = _root_name(target)

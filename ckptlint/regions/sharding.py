@@ -217,11 +217,7 @@ class Shardings:
         return f"{binding.name}#{id(binding)}"
 
     def _iterated(self, iterable: ast.expr, scope: Scope) -> str:
-        """`model.layers` for `model.layers`, `enumerate(model.layers)`, `model.layers.named_children()`."""
-        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "enumerate" and iterable.args:
-            iterable = iterable.args[0]
-        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and iterable.func.attr in _CHILDREN and not iterable.args:
-            iterable = iterable.func.value
+        iterable = modules_iterated(iterable)
         key = self.key(iterable, scope) if isinstance(iterable, (ast.Name, ast.Attribute, ast.Subscript)) else None
         return key if key is not None else ast.unparse(iterable)
 
@@ -262,3 +258,13 @@ def binding_at(module: ModuleSymbols, scope: Scope, name: str, line: int) -> Bin
     if name in scope.bindings:
         return None  # bound only later in the function: not yet this object
     return module.binding(scope, name, line)
+
+
+def modules_iterated(iterable: ast.expr) -> ast.expr:
+    """The modules a loop walks: `model.layers` for `model.layers`, `enumerate(model.layers)`,
+    `model.layers.named_children()`."""
+    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "enumerate" and iterable.args:
+        iterable = iterable.args[0]
+    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and iterable.func.attr in _CHILDREN and not iterable.args:
+        iterable = iterable.func.value
+    return iterable
