@@ -12,6 +12,7 @@ import ast
 import bisect
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterable, Iterator
 
 from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, Catalogue, CheckpointAPI
@@ -21,6 +22,7 @@ from ckptlint.prefilter import Names, leaf
 from ckptlint.project import Project
 from ckptlint.source import SourceFile
 from ckptlint.passed_arguments import passed_arguments
+from ckptlint.sac_policy import saved_ops
 from ckptlint.symbols import ASSIGN, DEF, IMPORT, PARAM, Binding, ModuleSymbols, Scope, parameter_default, positional_parameters
 from ckptlint.versions import NO_VERSIONS, Versions
 
@@ -115,6 +117,13 @@ class CheckpointCall:
             if arguments is not None and name in arguments.keywords:
                 return arguments.keywords[name]
         return None
+
+    @cached_property
+    def saved_ops(self) -> frozenset[str]:
+        """The ops whose outputs a selective-checkpoint `context_fn` saves (sac_policy.py):
+        the replay does not run them again."""
+        context_fn = self.keyword("context_fn")
+        return saved_ops(context_fn.value, context_fn.module) if context_fn is not None else frozenset()
 
     @property
     def use_reentrant(self) -> str:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from ckptlint.regions import torch_api
-from ckptlint.regions.summary import DEVICE_MOVE, RANDOM_DRAW, RUNNING_STATS, TORCH_RANDOM
+from ckptlint.regions import communication, torch_api
+from ckptlint.regions.summary import COLLECTIVE_OP, DEVICE_MOVE, PEER_EXCHANGE, RANDOM_DRAW, RUNNING_STATS, TORCH_RANDOM, Effect
 from ckptlint.regions.values import (
+    CONST,
     CONST_VALUE,
     GRAD_MODE,
     LOCAL,
@@ -30,6 +31,7 @@ from ckptlint.regions.values import (
     element_types,
     ordered,
 )
+from ckptlint.symbols import ASSIGN
 from ckptlint.syntax import keyword_value
 
 if TYPE_CHECKING:
@@ -53,6 +55,10 @@ class LibraryCalls:
     def function(self, run: FunctionInterpreter, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
         short = torch_api.short_name(name)
         callee = ast.unparse(node.func)
+        op = communication.FUNCTIONS.get(name)
+        if op is not None:  # before following it: Megatron's and DeepSpeed's wrappers may be installed
+            self._communication(run, name, op, node, arguments, keywords)
+            return LOCAL_VALUE
         if torch_api.is_python_draw(name):
             run.add(RANDOM_DRAW, node, "python-global", callee=callee)
             return _drawn(callee)
@@ -130,6 +136,22 @@ class LibraryCalls:
                 RUNNING_STATS, node, "functional", callee=ast.unparse(node.func), subject=running.path or ""
             )
 
+    def _communication(
+        self, run: FunctionInterpreter, name: str, op: communication.CommunicationOp, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]
+    ) -> None:
+        """A collective (CKP401), or a point-to-point op or an all-to-all whose split sizes the
+        region computes (CKP402): the replay communicates again."""
+        facts: tuple[tuple[str, str], ...] = (("callee", ast.unparse(node.func)), ("family", op.family))
+        splits = _computed_split_sizes(run, op, node, arguments, keywords)
+        if op.kind == communication.POINT_TO_POINT:
+            kind, variant = PEER_EXCHANGE, "point-to-point"
+        elif splits is not None:
+            kind, variant = PEER_EXCHANGE, "computed-splits"
+            facts += (("splits", ast.unparse(splits)),)
+        else:
+            kind, variant = COLLECTIVE_OP, "wrapper" if name.startswith(communication.FRAMEWORK_PREFIXES) else "collective"
+        run.record(Effect(kind, run.module, node, variant, facts, saved_as=op.saved_as))
+
     # -- methods whose meaning comes from the library ---------------------------
 
     def method(self, run: FunctionInterpreter, receiver: Value, method: str, node: ast.Call) -> Value | None:
@@ -142,6 +164,11 @@ class LibraryCalls:
                 library = "Python" if rngs[0].library == "python" else "NumPy"
                 run.add(RANDOM_DRAW, node, "generator", callee=text, library=library)
                 return _drawn(text)
+            return LOCAL_VALUE
+        op = communication.TENSOR_METHODS.get(method)
+        if op is not None and not self._project_method(run, receiver, method):  # DTensor's
+            facts = (("callee", text), ("family", op.family))
+            run.record(Effect(COLLECTIVE_OP, run.module, node, "tensor-method", facts, saved_as=op.saved_as))
             return LOCAL_VALUE
         subject = receiver.path or "a tensor"
         if method in torch_api.DEVICE_MOVE_METHODS:
@@ -169,6 +196,16 @@ class LibraryCalls:
             run.mutate(receiver, node, f"`.{method}()` on", tensor=True)
             return CONST_VALUE
         return None
+
+    def _project_method(self, run: FunctionInterpreter, receiver: Value, method: str) -> bool:
+        """The receiver may be an instance of a project class that defines `method` itself."""
+        classes = run.analysis.classes
+        for item in receiver.types:
+            if isinstance(item, ClassType):
+                info = classes.by_name(item.name)
+                if info is not None and classes.find_method(info, method) is not None:
+                    return True
+        return False
 
     # -- torch modules ----------------------------------------------------------
 
@@ -249,3 +286,40 @@ def _has_dropout(node: ast.Call) -> bool:
     if dropout is None and len(node.args) > 4:
         dropout = node.args[4]
     return dropout is not None and not (isinstance(dropout, ast.Constant) and not dropout.value)
+
+
+def _computed_split_sizes(
+    run: FunctionInterpreter, op: communication.CommunicationOp, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]
+) -> ast.expr | None:
+    """The split-size argument of an all-to-all that the region computes (from `.tolist()` of
+    a routing count, say), or None: split sizes that are None, literals, or come in from
+    outside the region (an input, an attribute) are the same in the replay."""
+    given: list[tuple[ast.expr, Value]] = []
+    for position in op.split_positions:
+        if position < len(node.args) and not any(isinstance(a, ast.Starred) for a in node.args[: position + 1]):
+            given.append((node.args[position], arguments[position]))
+    for keyword in node.keywords:
+        if keyword.arg is not None and keyword.arg in op.split_keywords:
+            given.append((keyword.value, keywords[keyword.arg]))
+    for expression, value in given:
+        if LOCAL in value.origins and CONST not in value.origins and not _literal_sizes(run, expression):
+            return expression
+    return None
+
+
+def _literal_sizes(run: FunctionInterpreter, expression: ast.expr) -> bool:
+    """`[4, 4]`, `[n] * 2` with literals, or a local name only ever bound to such a display."""
+    if isinstance(expression, ast.Name):
+        bindings = run.module.lookup(run.scope, expression.id)
+        return bool(bindings) and all(b.kind == ASSIGN and b.value is not None and _literal(b.value) for b in bindings)
+    return _literal(expression)
+
+
+def _literal(expression: ast.expr) -> bool:
+    if isinstance(expression, ast.Constant):
+        return True
+    if isinstance(expression, (ast.List, ast.Tuple)):
+        return all(_literal(element) for element in expression.elts)
+    if isinstance(expression, ast.BinOp):
+        return _literal(expression.left) and _literal(expression.right)
+    return False

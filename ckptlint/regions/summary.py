@@ -25,6 +25,8 @@ DEVICE_MOVE = "device-move"  # CKP205
 UNSTABLE_BRANCH = "unstable-branch"  # CKP206
 GRAD_MODE_BRANCH = "grad-mode-branch"  # CKP206 when the replay is reentrant
 TORCH_RANDOM = "torch-random"  # not a finding: tells CKP102 whether RNG matters
+COLLECTIVE_OP = "collective-op"  # CKP401
+PEER_EXCHANGE = "peer-exchange"  # CKP402: point-to-point ops, all-to-alls with split sizes the region computes
 
 Facts = tuple[tuple[str, str], ...]
 StateKey = tuple[str, str]  # state that outlives the region: (class, attribute), ("global", name), ("path", path)
@@ -52,6 +54,9 @@ class Effect:
     facts: Facts = ()  # what the message quotes: ("subject", "`self.cache`"), ("action", "assigns"), ...
     chain: tuple[str, ...] = ()  # functions called from the region entry down to this one
     depends_on: frozenset[tuple[str, str]] = frozenset()  # for branches: the mutable state they read (all of it)
+    # for communication: the `_c10d_functional` ops it emits; a selective-checkpoint policy
+    # that saves all of them keeps it from replaying
+    saved_as: frozenset[str] = frozenset()
 
     @property
     def key(self) -> tuple[str, int]:
@@ -60,6 +65,10 @@ class Effect:
     @property
     def fact_map(self) -> dict[str, str]:
         return dict(self.facts)
+
+    def saved_by(self, saved_ops: frozenset[str]) -> bool:
+        """Whether a policy saving `saved_ops` keeps this op's output, so the replay does not run it."""
+        return bool(self.saved_as) and self.saved_as <= saved_ops
 
 
 @dataclass(frozen=True)
