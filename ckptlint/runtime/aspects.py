@@ -67,7 +67,8 @@ def summary(verdict: str, reasons: Sequence[Mapping[str, Any]]) -> str:
         if errors:
             first = errors[0]
             detail = str(first.get("detail") or "").strip().splitlines()
-            return f"{first['name']} raised" + (f": {detail[-1]}" if detail else "")
+            verb = "" if first["category"] == "hang" else " raised"  # a wait that ended, not an exception of the user's
+            return f"{first['name']}{verb}" + (f": {detail[-1]}" if detail else "")
     words = []
     for aspect in differing:
         if aspect == "error":

@@ -1,0 +1,150 @@
+"""The companion inside real two-rank torchrun jobs (gloo, CPU): per-rank and merged reports,
+communication counted per region, a blocking receive reported as `error` without hanging, and
+the user's run left bit-identical on every rank (DDP and FSDP2 `fully_shard`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.distributed.is_available():
+    pytest.skip("this torch has no torch.distributed", allow_module_level=True)
+
+from conftest import FIXTURES, REPO  # noqa: E402
+
+JOBS = FIXTURES / "runtime" / "distributed"
+TRAIN = JOBS / "train.py"
+RECEIVE = JOBS / "receive.py"
+JOB_TIMEOUT = 300  # seconds: a job that hangs fails the test instead of the suite
+
+
+def torchrun(*arguments: str | Path, cwd: Path = JOBS) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *map(str, arguments)]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+
+
+def confirmed_job(tmp: Path, *script: str | Path, lint: Path | None = None) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    report = tmp / "out.json"
+    options = ["--report", report, "--rank-timeout", "5"] + (["--lint", lint] if lint is not None else [])
+    done = torchrun("-m", "ckptlint", "confirm", *options, *script)
+    assert report.exists(), done.stdout + done.stderr
+    return done, json.loads(report.read_text())
+
+
+def by_line(report: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {record["site"]["line"]: record for record in report["records"]}
+
+
+def states(folder: Path) -> list[dict[str, Any]]:
+    return [torch.load(folder / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
+
+
+def assert_identical(plain: dict[str, Any], observed: dict[str, Any]) -> None:
+    assert plain["model"].keys() == observed["model"].keys()
+    for name, value in plain["model"].items():
+        assert torch.equal(value, observed["model"][name]), name
+    assert len(plain["optimizer"]) == len(observed["optimizer"]) > 0
+    for before, after in zip(plain["optimizer"], observed["optimizer"]):
+        assert before.keys() == after.keys()
+        for key, value in before.items():
+            assert torch.equal(value, after[key]) if isinstance(value, torch.Tensor) else value == after[key], key
+    assert torch.equal(plain["torch_rng"], observed["torch_rng"])
+    assert plain["python_rng"] == observed["python_rng"]
+    assert plain["numpy_rng"] == observed["numpy_rng"]
+
+
+@pytest.fixture(scope="module")
+def ddp_hazard(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Any]]:
+    plain, observed = tmp_path_factory.mktemp("ddp-plain"), tmp_path_factory.mktemp("ddp-observed")
+    done = torchrun(TRAIN, "--wrap", "ddp", "--variant", "hazard", "--dump", plain)
+    assert done.returncode == 0, done.stderr
+    _, report = confirmed_job(observed, TRAIN, "--wrap", "ddp", "--variant", "hazard", "--dump", observed)
+    return plain, observed, report
+
+
+def test_ddp_hazard_merged_report_says_which_ranks_diverged(ddp_hazard: tuple[Path, Path, dict[str, Any]]) -> None:
+    _, observed, report = ddp_hazard
+    assert report["world_size"] == 2 and report["ranks_reported"] == [0, 1]
+    records = by_line(report)
+    assert set(records) == {62, 67}
+    synced, dropped = records[62], records[67]
+    # the all-reduce inside the region runs again at recompute, on both ranks
+    assert synced["ranks"] == {"0": "diverges", "1": "diverges"}
+    assert synced["communication"] == {"forward": {"allreduce_": 1}, "recompute": {"allreduce_": 1}}
+    [repeated] = synced["reasons"]
+    assert (repeated["category"], repeated["ranks"]) == ("communication", [0, 1])
+    assert f"allreduce_ at {TRAIN}:35" in repeated["detail"]
+    # the Python draw happens on rank 1 only: only rank 1 diverges there
+    assert dropped["ranks"] == {"0": "equivalent", "1": "diverges"}
+    assert [(r["category"], r["name"], r["ranks"]) for r in dropped["reasons"]] == [("rng", "Python random", [1])]
+    assert dropped["summary"].endswith("(on rank 1 of 2)")
+    for rank in (0, 1):
+        own = json.loads((observed / f"out.rank{rank}.json").read_text())
+        assert own["rank"] == rank and {r["rank"] for r in own["records"]} == {rank}
+        assert len(own["records"]) == 2
+
+
+def test_ddp_run_is_bit_identical_on_every_rank(ddp_hazard: tuple[Path, Path, dict[str, Any]]) -> None:
+    plain, observed, _ = ddp_hazard
+    for before, after in zip(states(plain), states(observed)):
+        assert_identical(before, after)
+
+
+def test_ddp_safe_twin_is_equivalent_on_every_rank(tmp_path: Path) -> None:
+    done, report = confirmed_job(tmp_path, TRAIN, "--wrap", "ddp", "--variant", "safe")
+    assert done.returncode == 0, done.stderr
+    assert [(r["verdict"], r["ranks"], r["communication"]["recompute"]) for r in report["records"]] == [
+        ("equivalent", {"0": "equivalent", "1": "equivalent"}, {})
+    ] * 2
+
+
+@pytest.fixture(scope="module")
+def fsdp2_hazard(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Any]]:
+    plain, observed = tmp_path_factory.mktemp("fsdp2-plain"), tmp_path_factory.mktemp("fsdp2-observed")
+    done = torchrun(TRAIN, "--wrap", "fsdp2", "--variant", "hazard", "--dump", plain)
+    assert done.returncode == 0, done.stderr
+    _, report = confirmed_job(observed, TRAIN, "--wrap", "fsdp2", "--variant", "hazard", "--dump", observed)
+    return plain, observed, report
+
+
+def test_fsdp2_functional_all_reduce_is_counted_again_at_recompute(fsdp2_hazard: tuple[Path, Path, dict[str, Any]]) -> None:
+    _, _, report = fsdp2_hazard
+    [record] = report["records"]
+    assert (record["site"]["line"], record["api"]) == (92, "non-reentrant")
+    assert record["ranks"] == {"0": "diverges", "1": "diverges"}
+    assert record["communication"] == {"forward": {"all_reduce": 1}, "recompute": {"all_reduce": 1}}
+
+
+def test_fsdp2_run_is_bit_identical_on_every_rank(fsdp2_hazard: tuple[Path, Path, dict[str, Any]]) -> None:
+    plain, observed, _ = fsdp2_hazard
+    for before, after in zip(states(plain), states(observed)):
+        assert_identical(before, after)
+
+
+def test_fsdp2_safe_twin_saves_the_collective(tmp_path: Path) -> None:
+    done, report = confirmed_job(tmp_path, TRAIN, "--wrap", "fsdp2", "--variant", "safe")
+    assert done.returncode == 0, done.stderr
+    [record] = report["records"]
+    assert record["ranks"] == {"0": "equivalent", "1": "equivalent"}
+    assert record["communication"] == {"forward": {"all_reduce": 1}, "recompute": {}}  # the policy saved it
+
+
+def test_blocking_receive_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    done, report = confirmed_job(tmp_path, RECEIVE, lint=RECEIVE)
+    assert done.returncode == 1  # rank 0 reports the error verdict; the job itself ran to its end
+    assert "AssertionError" not in done.stderr  # rank 1's gradient came from rank 0's two messages, untouched
+    [record] = report["records"]
+    assert (record["site"]["line"], record["verdict"], record["ranks"]) == (29, "error", {"1": "error"})
+    [reason] = record["reasons"]
+    assert reason["category"] == "hang"
+    assert reason["detail"].startswith("rank(s) 0 did not reach a checkpoint call within 5 s while rank 1 was about to probe")
+    statuses = {(f["code"], f["line"]): f["status"] for f in report["findings"]}
+    assert statuses[("CKP402", 18)] == "confirmed"
