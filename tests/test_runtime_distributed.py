@@ -142,9 +142,24 @@ def test_blocking_receive_is_an_error_not_a_hang(tmp_path: Path) -> None:
     assert done.returncode == 1  # rank 0 reports the error verdict; the job itself ran to its end
     assert "AssertionError" not in done.stderr  # rank 1's gradient came from rank 0's two messages, untouched
     [record] = report["records"]
-    assert (record["site"]["line"], record["verdict"], record["ranks"]) == (29, "error", {"1": "error"})
+    assert (record["site"]["line"], record["verdict"], record["ranks"]) == (34, "error", {"1": "error"})
     [reason] = record["reasons"]
     assert reason["category"] == "hang"
     assert reason["detail"].startswith("rank(s) 0 did not reach a checkpoint call within 5 s while rank 1 was about to probe")
     statuses = {(f["code"], f["line"]): f["status"] for f in report["findings"]}
-    assert statuses[("CKP402", 18)] == "confirmed"
+    assert statuses[("CKP402", 24)] == "confirmed"
+
+
+def test_a_replay_waiting_for_a_message_that_never_comes_times_out(tmp_path: Path) -> None:
+    """Both ranks agree to replay the call; rank 1's replays take rank 0's two messages, and the
+    replay's recompute then waits for a third: the companion's timeout ends it (on gloo the pair
+    is closed, so the job stops with an error instead of hanging)."""
+    done = torchrun("-m", "ckptlint", "confirm", "--report", tmp_path / "out.json", "--rank-timeout", "5", RECEIVE, "--same-call")
+    assert done.returncode != 0
+    [record] = json.loads((tmp_path / "out.rank1.json").read_text())["records"]
+    assert (record["site"]["line"], record["verdict"]) == (34, "error")
+    [reason] = record["reasons"]
+    assert (reason["category"], reason["name"]) == ("hang", "replay's communication timed out")
+    assert reason["detail"].startswith("recv from rank 0 did not complete within 5 s during ckptlint's replay")
+    [peer] = json.loads((tmp_path / "out.rank0.json").read_text())["records"]
+    assert peer["verdict"] == "equivalent"  # rank 0's replay of the same call received nothing
