@@ -107,8 +107,8 @@ class Finding:
         if not self.sites:
             return self.summary
         first, *rest = self.sites
-        # region hazards (CKP2xx) sit inside what a call replays; others are about the call
-        where = "in region " if self.code.startswith("CKP2") else ""
+        # region hazards (CKP2xx, communication in CKP401/CKP402) sit inside what a call replays; others are about the call
+        where = "in region " if self.code.startswith(("CKP2", "CKP401", "CKP402")) else ""
         text = f"{self.summary} ({where}{first.describe()}"
         for site in rest[: SITES_IN_MESSAGE - 1]:
             text += "; also " + site.describe()
