@@ -163,3 +163,60 @@ def test_a_replay_waiting_for_a_message_that_never_comes_times_out(tmp_path: Pat
     assert reason["detail"].startswith("recv from rank 0 did not complete within 5 s during ckptlint's replay")
     [peer] = json.loads((tmp_path / "out.rank0.json").read_text())["records"]
     assert peer["verdict"] == "equivalent"  # rank 0's replay of the same call received nothing
+
+
+# -- merging, without a job ---------------------------------------------------------------------
+
+from ckptlint.runtime import rank_reports  # noqa: E402
+from ckptlint.runtime.report import Record  # noqa: E402
+
+
+def _record(line: int, verdict: str, reasons: list[dict[str, Any]], rank: int) -> dict[str, Any]:
+    site = {"path": "/job/train.py", "line": line, "column": 9}
+    record = Record(site, {"name": "Block.forward", "path": "/job/train.py", "first_line": 3, "last_line": 9}, "non-reentrant", {}, "cpu", verdict, reasons, rank=rank)
+    return record.to_dict()
+
+
+def _reason(category: str, name: str) -> dict[str, Any]:
+    return {"category": category, "name": name, "max_abs": None, "max_rel": None, "detail": "", "aspect": category}
+
+
+def test_merge_gives_each_site_every_rank_verdict_and_the_ranks_behind_each_reason() -> None:
+    rng = _reason("rng", "Python random")
+    reports = {
+        0: {"records": [_record(10, "equivalent", [], 0), _record(20, "diverges", [_reason("communication", "repeated")], 0)],
+            "executed": [[["/job/blocks.py", 1, 5]], []]},
+        1: {"records": [_record(10, "diverges", [rng], 1), _record(20, "diverges", [_reason("communication", "repeated")], 1)],
+            "executed": [[["/job/blocks.py", 7, 9]], []]},
+    }
+    first, second = rank_reports.merge(reports)
+    assert (first.site["line"], first.verdict, first.ranks) == (10, "diverges", {"0": "equivalent", "1": "diverges"})
+    assert [(r["category"], r["ranks"]) for r in first.reasons] == [("rng", [1])]
+    assert first.summary.endswith("(on rank 1 of 2)")
+    assert first.executed == {("/job/blocks.py", 1, 5), ("/job/blocks.py", 7, 9)}  # what the join matches CKP2xx by
+    assert (second.verdict, [r["ranks"] for r in second.reasons]) == ("diverges", [[0, 1]])
+    assert not second.summary.endswith("of 2)")  # every rank diverged
+
+
+def test_rank_files_of_another_job_are_not_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job-b")
+    launch = rank_reports.Launch.from_environment()
+    assert launch is not None
+    report = str(tmp_path / "out.json")
+    assert launch.rank_path(report, 1) == tmp_path / "out.rank1.json"
+    stale = {"records": [], "job": launch.job.replace("job-b", "job-a")}
+    (tmp_path / "out.rank1.json").write_text(json.dumps(stale))
+    rank_reports.write_rank_report(launch, report, {"records": []}, [])
+    found, missing = rank_reports.collect(launch, report, wait=0.5)
+    assert (sorted(found), missing) == ([0], [1])
+    assert rank_reports.merged_report(found, missing, 2)["notes"][-1].startswith("no report from rank(s) 1")
+
+
+def test_outside_a_job_there_is_no_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RANK", raising=False)
+    assert rank_reports.Launch.from_environment() is None
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert rank_reports.Launch.from_environment() is None

@@ -1,6 +1,6 @@
 """Join static findings with what the companion observed, call site by call site.
 
-CKP101/CKP102/CKP301/CKP302/CKP306 match a record by the call site (a wrapper's by where it was
+CKP101/CKP102/CKP301/CKP302/CKP306/CKP403/CKP405 match a record by the call site (a wrapper's by where it was
 built, a library helper's by the line that called it); CKP303 by where the DistributedDataParallel holding the region's parameters was
 built; CKP304 by the differentiating call (`autograd.grad`, `backward(inputs=...)`, a
 `torch.func` transform) a checkpoint refused; CKP2xx match when the finding lies in code the plain replay ran. A finding is then
@@ -25,7 +25,8 @@ NOT_EXERCISED = "not exercised"
 NEEDS_GPU = "not confirmable without a GPU"
 
 _GRADIENTS = {"output", "input-grad", "parameter-grad"}
-AT_THE_CALL = frozenset({"CKP101", "CKP102", "CKP301", "CKP302", "CKP306"})  # reported at the checkpoint call
+# reported at the checkpoint call (or the wrapper: CKP403/CKP405 at `checkpoint_wrapper(block)`)
+AT_THE_CALL = frozenset({"CKP101", "CKP102", "CKP301", "CKP302", "CKP306", "CKP403", "CKP405"})
 AT_THE_DDP = frozenset({"CKP303"})  # reported at the `DistributedDataParallel(...)` call
 AT_THE_DIFFERENTIATING_CALL = frozenset({"CKP304"})  # reported at `torch.autograd.grad(...)`, `.backward(inputs=...)`, `torch.func.grad(f)`
 
