@@ -40,8 +40,6 @@ FSDP_PLUGINS = frozenset({"accelerate.FullyShardedDataParallelPlugin", "accelera
 ACCELERATE_NAMES = frozenset({"Accelerator", "FullyShardedDataParallelPlugin"})
 # keys of `fsdp_config` (transformers' TrainingArguments) that turn FSDP activation checkpointing on
 FSDP_CONFIG_KEYS = frozenset({"activation_checkpointing", "fsdp_activation_checkpointing"})
-# a module whose text holds none of these has no second application
-WORDS = ("gradient_checkpointing", "activation_checkpointing", "checkpoint_wrapper")
 
 Name = Callable[[ast.expr, Scope, frozenset[str]], "str | None"]  # Composition._name
 IsTrainer = Callable[[str], bool]
@@ -83,8 +81,9 @@ class DoubleCheckpointings:
 
     def hazards(self) -> Iterator[DoubleCheckpointing]:
         text = self.module.source.text
-        if not any(word in text for word in WORDS):
-            return
+        wrappers = any(call.api.name in TORCH_WRAPPERS for call in self.calls)
+        if not wrappers and "activation_checkpointing" not in text:
+            return  # nothing here applies FSDP's or accelerate's checkpointing
         by_function: dict[int, list[Application]] = {}
         scopes: dict[int, Scope] = {}
         for application, scope in self._applications():
