@@ -13,17 +13,25 @@ class CheckpointAroundShardedModule(Rule):
     name = "checkpoint-around-fsdp-unit"
     summary = "Activation checkpointing wraps a module that FSDP (`FullyShardedDataParallel` or `fully_shard`) has already sharded, instead of running inside it."
     explanation = """
-        FSDP all-gathers a unit's parameters in the unit's forward pre-hook and frees them
-        after its forward; in backward it all-gathers them again for the gradient. A
-        checkpoint placed *around* the FSDP unit replays the unit's whole forward in
-        backward, hooks included: the parameters are all-gathered once more on top of FSDP's
-        own backward all-gather (twice the communication per step), and FSDP's state machine
-        sees a second pre-forward during backward, which older releases reject with an
-        assertion and newer ones pay for with extra unsharding. Checkpointing *inside* the
-        unit (checkpoint each block first, then shard the wrapped block, as torchtitan does;
-        or FSDP with an `auto_wrap_policy` and `apply_activation_checkpointing` whose
-        `check_fn` selects the inner block class) replays only the block's own computation
-        while the unit's parameters are gathered for backward anyway.
+        FSDP all-gathers a unit's parameters in the unit's forward pre-hook, frees them after
+        its forward and all-gathers them again in backward for the gradient. A checkpoint
+        placed *around* the FSDP unit replays the unit's whole forward in backward, FSDP's
+        hooks included, while FSDP is in its backward state. FSDP treats that as a special
+        case: its pre- and post-forward hooks return early in the recompute (torch 2.13:
+        `_pre_forward` in `PRE_BACKWARD` state, FSDP1's `BACKWARD_PRE` handle state), so on
+        current torch the recompute issues no extra all-gather (the runtime companion
+        measures it: `communication.recompute` stays empty). What the early return skips is
+        the problem: up to torch 2.12 the recompute skipped FSDP2's mixed-precision input
+        cast, so the replay ran in another dtype than the forward (`CheckpointError`
+        metadata mismatches, dtype errors in matmul); FSDP1 rejected checkpoint wrappers
+        around its units outright in older releases; the order of prefetches FSDP records
+        in the first iteration includes the recompute; and with several forwards before one
+        backward the parameters of a unit already resharded by a post-backward are gathered
+        again for the recompute. Checkpointing *inside* the unit (checkpoint each block
+        first, then shard the wrapped block, as torchtitan does; or FSDP with an
+        `auto_wrap_policy` and `apply_activation_checkpointing` whose `check_fn` selects the
+        inner block class) never takes that path: the recompute runs only the block's own
+        computation while the unit's parameters are gathered for backward anyway.
 
         Reported at the checkpoint call or wrapper (`checkpoint_wrapper(block)`,
         `checkpoint(block, x)`, composable `checkpoint(block)`) when, earlier in the same
@@ -81,7 +89,8 @@ class CheckpointAroundShardedModule(Rule):
             sharding = found.sharding
             where = f"{found.what}, already sharded by {sharding.what} at line {sharding.node.lineno}" if sharding is not None else found.what
             summary = (
-                f"checkpointing wraps an FSDP unit ({where}): the recompute in backward re-runs the unit's forward hooks and "
-                "all-gathers its parameters again on top of FSDP's own backward all-gather; checkpoint the module first, then shard it"
+                f"checkpointing wraps an FSDP unit ({where}): the recompute in backward re-runs the unit's forward hooks in FSDP's "
+                "backward state, a special case that skips their work (up to torch 2.12 the mixed-precision input cast: the replay "
+                "runs in another dtype); checkpoint the module first, then shard it"
             )
             yield finding_at(context.module, found.call.node, self.code, summary)

@@ -18,12 +18,18 @@ class ReentrantCheckpointUnderFullyShard(Rule):
         schedules their resharding and gradient reduce-scatter from autograd hooks it
         registers on the forward's tensors. Reentrant checkpointing runs the forward under
         `torch.no_grad()` and replays it inside backward with a separate `autograd.backward`
-        call: the hooks FSDP2 relies on are never attached in the first forward, and in the
-        replay they fire inside another backward, so parameters stay unsharded, gradients
-        are reduced late or not at all, and training either fails or silently skips
-        reduce-scatters. PyTorch supports only non-reentrant checkpointing
-        (`use_reentrant=False`, `CheckpointImpl.NO_REENTRANT`, composable `checkpoint`) with
-        `fully_shard`.
+        call: the hooks FSDP2 relies on are not attached in the first forward, and the
+        recompute can start before the unit's backward pre-hook has run, so FSDP2 must tell
+        a recompute from a forward by whether an autograd graph task is running. Where that
+        fails (several forwards before one backward, nested units resharded by an earlier
+        post-backward) the recompute finds parameters still sharded (`got mixed
+        torch.Tensor and DTensor`, pytorch/pytorch#153354) or leaves them unsharded after
+        backward. FSDP2's maintainers support only non-reentrant checkpointing with it
+        (`use_reentrant=False`, `CheckpointImpl.NO_REENTRANT`, composable `checkpoint`),
+        which keeps the region in the forward's graph. (On torch 2.13, one forward and one
+        backward per step through `fully_shard` units with reentrant checkpointing trained
+        bit-identically to no checkpointing in ckptlint's two-rank test; the finding is
+        about the configurations above and torch releases that do not special-case it.)
 
         Reported at the checkpoint call or wrapper: `checkpoint_wrapper(block,
         checkpoint_impl=CheckpointImpl.REENTRANT)` with `fully_shard(block)` in the same
