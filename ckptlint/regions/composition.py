@@ -21,7 +21,8 @@ from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import LAYER_CLASS
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.regions.double_checkpointing import DoubleCheckpointing, DoubleCheckpointings
-from ckptlint.regions.hf_enabling import EnablingHazard, HfEnablings, _function_scope
+from ckptlint.regions.function_syntax import function_scope
+from ckptlint.regions.hf_enabling import EnablingHazard, HfEnablings
 from ckptlint.regions.inference import TypeInference
 from ckptlint.regions.sharding import ShardedCheckpoint, Shardings
 from ckptlint.regions.values import ClassType, Types
@@ -351,7 +352,7 @@ def _unconditional(call: CheckpointCall) -> bool:
     """Whether the checkpoint call runs whenever its function does: under no `if` (a flag that
     chooses whether to checkpoint leaves it to the caller)."""
     line = call.line
-    for node in own_nodes(_function_scope(call.scope).node):
+    for node in own_nodes(function_scope(call.scope).node):
         if isinstance(node, ast.If) and any(first.lineno <= line <= (last.end_lineno or last.lineno) for body in (node.body, node.orelse) if body for first, last in [(body[0], body[-1])]):
             return False
         if isinstance(node, ast.IfExp) and node.lineno <= line <= (node.end_lineno or node.lineno):

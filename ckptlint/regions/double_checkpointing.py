@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import MODEL
-from ckptlint.regions.hf_enabling import _branches, _callee_leaf, _function_scope, _root_name
+from ckptlint.regions.function_syntax import callee_leaf, function_scope, if_branches, root_name
 from ckptlint.regions.sharding import binding_at, modules_iterated
 from ckptlint.symbols import ASSIGN, LOOP, UNPACK, Binding, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value
@@ -87,7 +87,7 @@ class DoubleCheckpointings:
         by_function: dict[int, list[Application]] = {}
         scopes: dict[int, Scope] = {}
         for application, scope in self._applications():
-            function = _function_scope(scope)
+            function = function_scope(scope)
             by_function.setdefault(id(function), []).append(application)
             scopes[id(function)] = function
         for key, applications in by_function.items():
@@ -100,7 +100,7 @@ class DoubleCheckpointings:
 
     def _pairs(self, applications: list[Application], function: Scope) -> Iterator[DoubleCheckpointing]:
         """Per model, the first own and wrapped applications that can run together, reported at the later."""
-        branches = list(_branches(function.node))
+        branches = list(if_branches(function.node))
         by_model: dict[str, list[Application]] = {}
         for application in applications:
             by_model.setdefault(application.model, []).append(application)
@@ -139,7 +139,7 @@ class DoubleCheckpointings:
                     yield Application(call, OWN, model, f"{ast.unparse(func)}()"), scope
             elif isinstance(func, ast.Attribute) and func.attr == "prepare":
                 yield from self._prepared(call, scope)
-            elif _callee_leaf(func).endswith(("TrainingArguments", "Config")):
+            elif callee_leaf(func).endswith(("TrainingArguments", "Config")):
                 both = self._training_arguments(call, scope)
                 if len(both) == 2:  # TrainingArguments(gradient_checkpointing=True, fsdp_config={"activation_checkpointing": True})
                     what = "TrainingArguments(gradient_checkpointing=True, fsdp_config={'activation_checkpointing': True})"
@@ -183,7 +183,7 @@ class DoubleCheckpointings:
         model = self._model(model_expr, scope, call.lineno)
         if model is None:
             return
-        leaf = _callee_leaf(call.func)
+        leaf = callee_leaf(call.func)
         for kind, flag in kinds.items():
             yield Application(call, kind, model, f"{leaf}(...) with TrainingArguments({flag}) (line {arguments.lineno})"), scope
 
@@ -200,7 +200,7 @@ class DoubleCheckpointings:
             found[WRAPPED] = 'fsdp_config={"activation_checkpointing": True}'
         if not found:
             return found
-        qualified = self.name(call.func, scope, frozenset({_callee_leaf(call.func)})) or ""
+        qualified = self.name(call.func, scope, frozenset({callee_leaf(call.func)})) or ""
         return found if qualified.startswith(("transformers.", "trl.")) else {}
 
     def _own_models(self, wrapped: list[Application], function: Scope) -> Iterator[Application]:
@@ -226,10 +226,10 @@ class DoubleCheckpointings:
         if isinstance(target, ast.Name):
             binding = binding_at(self.module, scope, target.id, target.lineno)
             if binding is not None and binding.kind == LOOP and binding.value is not None:
-                root = _root_name(modules_iterated(binding.value))
+                root = root_name(modules_iterated(binding.value))
                 return ast.Name(id=root, lineno=binding.line) if root is not None else target
             return target
-        root = _root_name(target)
+        root = root_name(target)
         return ast.Name(id=root, lineno=getattr(target, "lineno", 0)) if root is not None else target
 
     def _model(self, expr: ast.expr | None, scope: Scope, line: int) -> str | None:

@@ -24,6 +24,7 @@ from typing import Iterable, Iterator
 from ckptlint.calls import CallFinder
 from ckptlint.classes import ClassIndex
 from ckptlint.modes import hugging_face_enabling_default
+from ckptlint.regions.function_syntax import callee_leaf, function_scope, if_branches, root_name
 from ckptlint.symbols import ASSIGN, DEF, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value, own_nodes, own_statements
 from ckptlint.versions import Versions
@@ -101,7 +102,7 @@ class HfEnablings:
     def hazards(self) -> Iterator[EnablingHazard]:
         by_function: dict[int, list[tuple[ast.Call, Scope]]] = {}
         for call, scope in self.module.calls:
-            by_function.setdefault(id(_function_scope(scope)), []).append((call, scope))
+            by_function.setdefault(id(function_scope(scope)), []).append((call, scope))
         for calls in by_function.values():
             yield from _Function(self, calls).hazards()
 
@@ -130,14 +131,14 @@ class HfEnablings:
     def prepares_inputs(self, call: ast.Call, scope: Scope) -> bool:
         """`enable_input_require_grads()`, PEFT's preparation, a forward hook on the input
         embeddings, or a project function whose own statements make one of these calls."""
-        leaf = _callee_leaf(call.func)
+        leaf = callee_leaf(call.func)
         if leaf in INPUT_GRAD_PREPARERS or (leaf == "register_forward_hook" and _mentions_embeddings(call.func)):
             return True
         qualified = self.name(call.func, scope)
         found = self.finder.project.global_binding(qualified) if qualified else None
         if found is None or found[1].kind != DEF:
             return False
-        return any(isinstance(node, ast.Call) and _callee_leaf(node.func) in INPUT_GRAD_PREPARERS for node in own_nodes(found[1].node))
+        return any(isinstance(node, ast.Call) and callee_leaf(node.func) in INPUT_GRAD_PREPARERS for node in own_nodes(found[1].node))
 
 
 class _Function:
@@ -146,12 +147,12 @@ class _Function:
     def __init__(self, owner: HfEnablings, calls: list[tuple[ast.Call, Scope]]):
         self.owner = owner
         self.calls = calls
-        self.scope = _function_scope(calls[0][1])
+        self.scope = function_scope(calls[0][1])
         self.enabled_at = [call.lineno for call, _ in calls if _is_enable(call)]
 
     @functools.cached_property
     def branches(self) -> list[tuple[ast.expr, bool, int, int]]:
-        return list(_branches(self.scope.node))
+        return list(if_branches(self.scope.node))
 
     @functools.cached_property
     def reads_gradient_checkpointing(self) -> bool:
@@ -163,7 +164,7 @@ class _Function:
     def _may_enable(self, call: ast.Call) -> bool:
         """A cheap test before any name is resolved: most calls of a module enable nothing."""
         func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "gradient_checkpointing_enable" or _callee_leaf(func) == "TrainingArguments":
+        if isinstance(func, ast.Attribute) and func.attr == "gradient_checkpointing_enable" or callee_leaf(func) == "TrainingArguments":
             return True
         model = keyword_value(call, "model") or (call.args[0] if call.args else None)
         arguments = keyword_value(call, "args") or (call.args[1] if len(call.args) > 1 else None)
@@ -203,7 +204,7 @@ class _Function:
             reentrant, mode = hf_enabling_reentrant(keywords, versions, call.args[0] if call.args else None)
             fixable = "gradient_checkpointing_kwargs" not in keywords and not call.args
             return f"{ast.unparse(func)}()", [names], reentrant, mode, fixable
-        if _callee_leaf(func) == "TrainingArguments" and qualified.startswith("transformers.") and _keyword_is(call, "gradient_checkpointing", True):
+        if callee_leaf(func) == "TrainingArguments" and qualified.startswith("transformers.") and _keyword_is(call, "gradient_checkpointing", True):
             reentrant, mode = hf_enabling_reentrant(keywords, versions)
             what = "TrainingArguments(gradient_checkpointing=True)"
             return what, self._wrapped_models(), reentrant, mode, "gradient_checkpointing_kwargs" not in keywords
@@ -224,7 +225,7 @@ class _Function:
         for node in own_nodes(self.scope.node):
             if isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing_kwargs":
                 return None  # the mode is set somewhere we do not follow
-            if isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing" and _root_name(node) == arguments.id:
+            if isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing" and root_name(node) == arguments.id:
                 if not isinstance(node.ctx, ast.Load):
                     return None
                 read_at = min(read_at or node.lineno, node.lineno)
@@ -256,7 +257,7 @@ class _Function:
                 if binding.kind != ASSIGN or not isinstance(value, ast.Call):
                     continue
                 qualified = self.owner.name(value.func, scope) or ""
-                if qualified.startswith(HF_MODEL_PACKAGES) and _callee_leaf(value.func) in ("from_pretrained", "from_config", "get_peft_model"):
+                if qualified.startswith(HF_MODEL_PACKAGES) and callee_leaf(value.func) in ("from_pretrained", "from_config", "get_peft_model"):
                     known = True
                 if _is_peft_wrap(qualified, value.func) and value.args and isinstance(value.args[0], ast.Name):
                     stack.append(value.args[0].id)
@@ -279,16 +280,16 @@ class _Function:
         checkpointing already on), or frozen embeddings, or a frozen model with layers unfrozen."""
         for call, _ in self.calls:
             qualified = self.owner.name(call.func, scope) or ""
-            wrapped = call.args and _root_name(call.args[0]) in names
+            wrapped = call.args and root_name(call.args[0]) in names
             if _is_peft_wrap(qualified, call.func) and (wrapped or any(b.value is call for n in names for b in scope.bindings.get(n, []))):
                 if not any(line < call.lineno for line in self.enabled_at) and not self._trains_embeddings(call, scope):
-                    how = "PeftModel.from_pretrained" if qualified.endswith("from_pretrained") else _callee_leaf(call.func)
+                    how = "PeftModel.from_pretrained" if qualified.endswith("from_pretrained") else callee_leaf(call.func)
                     return _Reason(f"wrapped by {how} at line {call.lineno}", call)
         frozen_whole: ast.AST | None = None
         for call, _ in self.calls:
             if isinstance(call.func, ast.Attribute) and call.func.attr == "requires_grad_" and _first_is(call, False):
                 target = call.func.value
-                if _root_name(target) not in names:
+                if root_name(target) not in names:
                     continue
                 if _mentions_embeddings(target):
                     return _Reason(f"whose embeddings are frozen at line {call.lineno}", call)
@@ -297,7 +298,7 @@ class _Function:
         loops = [loop for loop in own_statements(self.scope.node) if isinstance(loop, ast.For)]
         for loop in loops:
             looped, flag = _parameter_loop(loop)
-            if looped is None or _root_name(looped) not in names:
+            if looped is None or root_name(looped) not in names:
                 continue
             if flag is False and _mentions_embeddings(looped):
                 return _Reason(f"whose embeddings are frozen at line {loop.lineno}", loop)
@@ -308,11 +309,11 @@ class _Function:
         frozen = f"frozen at line {getattr(frozen_whole, 'lineno', 0)}"
         for call, _ in self.calls:
             if isinstance(call.func, ast.Attribute) and call.func.attr == "requires_grad_" and _first_is(call, True):
-                if _root_name(call.func.value) in names and _names_layers(call.func.value):
+                if root_name(call.func.value) in names and _names_layers(call.func.value):
                     return _Reason(f"{frozen} with layers unfrozen at line {call.lineno}", frozen_whole)
         for loop in loops:
             looped, flag = _parameter_loop(loop)
-            if flag is True and looped is not None and _root_name(looped) in names and _names_layers(looped):
+            if flag is True and looped is not None and root_name(looped) in names and _names_layers(looped):
                 return _Reason(f"{frozen} with layers unfrozen at line {loop.lineno}", frozen_whole)
         return None
 
@@ -359,14 +360,6 @@ class _Function:
         return [(test, side) for test, side, first, last in self.branches if first <= line <= last]
 
 
-def _branches(function: ast.AST) -> Iterator[tuple[ast.expr, bool, int, int]]:
-    """Each `if` of a function as (test, True, first line, last line) for its body and
-    (test, False, ...) for its `else`, nested functions aside."""
-    for statement in own_statements(function):
-        if isinstance(statement, ast.If):
-            for side, body in ((True, statement.body), (False, statement.orelse)):
-                if body:
-                    yield statement.test, side, body[0].lineno, body[-1].end_lineno or body[-1].lineno
 
 
 def _facts(test: ast.expr, holds: bool) -> set[tuple[str, bool]]:
@@ -387,19 +380,13 @@ def _facts(test: ast.expr, holds: bool) -> set[tuple[str, bool]]:
 
 def _builds_arguments(value: ast.AST | None) -> bool:
     """`TrainingArguments(...)`, `MyArgs(...)`: training arguments made in code, their flags in sight."""
-    return isinstance(value, ast.Call) and _callee_leaf(value.func).endswith(("Arguments", "Args", "Config"))
+    return isinstance(value, ast.Call) and callee_leaf(value.func).endswith(("Arguments", "Args", "Config"))
 
 
 def _is_enable(call: ast.Call) -> bool:
     return isinstance(call.func, ast.Attribute) and call.func.attr == "gradient_checkpointing_enable"
 
 
-def _function_scope(scope: Scope) -> Scope:
-    """The function (or module) a call's statements belong to: lambdas and comprehensions are folded in."""
-    current = scope
-    while current.parent is not None and isinstance(current.node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-        current = current.parent
-    return current
 
 
 def _parameter_loop(loop: ast.For) -> tuple[ast.expr | None, bool | None]:
@@ -431,31 +418,14 @@ def _parameter_loop(loop: ast.For) -> tuple[ast.expr | None, bool | None]:
 def _is_peft_wrap(qualified: str, func: ast.expr) -> bool:
     if not qualified.startswith("peft."):
         return False
-    leaf = _callee_leaf(func)
+    leaf = callee_leaf(func)
     if leaf == "get_peft_model":
         return True
-    return leaf == "from_pretrained" and isinstance(func, ast.Attribute) and _callee_leaf(func.value).startswith("PeftModel")
+    return leaf == "from_pretrained" and isinstance(func, ast.Attribute) and callee_leaf(func.value).startswith("PeftModel")
 
 
-def _callee_leaf(func: ast.expr) -> str:
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    if isinstance(func, ast.Name):
-        return func.id
-    return ""
 
 
-def _root_name(expr: ast.expr) -> str | None:
-    """`model` for `model`, `model.base.layers[0]`, `model.get_input_embeddings()`."""
-    while True:
-        if isinstance(expr, ast.Name):
-            return expr.id
-        if isinstance(expr, (ast.Attribute, ast.Subscript)):
-            expr = expr.value
-        elif isinstance(expr, ast.Call):
-            expr = expr.func
-        else:
-            return None
 
 
 def _mentions_embeddings(expr: ast.expr) -> bool:

@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import MODEL
-from ckptlint.regions.hf_enabling import _function_scope
+from ckptlint.regions.function_syntax import function_scope
 from ckptlint.symbols import ANNOTATION, ASSIGN, DEF, LOOP, PARAM, Binding, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value, own_statements
 
@@ -108,7 +108,7 @@ class Shardings:
         for call, scope in self.module.calls:
             qualified = self.name(call.func, scope, SHARDING_NAMES)
             if qualified in FSDP1 or qualified in FSDP2:
-                found.setdefault(id(_function_scope(scope)), []).append(self._sharding(call, scope, qualified in FSDP2))
+                found.setdefault(id(function_scope(scope)), []).append(self._sharding(call, scope, qualified in FSDP2))
         for shardings in found.values():
             shardings.sort(key=lambda s: (s.node.lineno, s.node.col_offset))
         return found
@@ -126,7 +126,7 @@ class Shardings:
         """Each sharding in the checkpoint call's function of the module it checkpoints."""
         if call.module is not self.module or not isinstance(call.node, ast.Call) or not self.mentions_sharding:
             return
-        shardings = self.by_function.get(id(_function_scope(call.scope)), [])
+        shardings = self.by_function.get(id(function_scope(call.scope)), [])
         if call.api.region_kind == MODEL:
             yield from self._selected(call, shardings)
             return
@@ -223,7 +223,7 @@ class Shardings:
 
     def result_keys(self, call: ast.Call, scope: Scope) -> Iterator[str]:
         """What the statement `target = call(...)` binds the call's result to."""
-        for statement in self._assignments(_function_scope(scope)).get(id(call), []):
+        for statement in self._assignments(function_scope(scope)).get(id(call), []):
             for target in statement.targets:
                 if isinstance(target, ast.Name):
                     for binding in scope.bindings.get(target.id, []):
