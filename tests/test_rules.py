@@ -91,10 +91,12 @@ def test_runtime_confirmations_name_observable_divergences() -> None:
     }  # fmt: skip
     from ckptlint.runtime.ddp import DDP_CATEGORY
     from ckptlint.runtime.differentiation import DIFFERENTIATION_CATEGORY
+    from ckptlint.runtime.communication import COMMUNICATION_CATEGORY, HANG_CATEGORY
     from ckptlint.runtime.gradflow import CONFIRMS_NO_GRAD_INPUT, CONFIRMS_NON_POSITIONAL, CONFIRMS_UNTRACKED_OUTPUT
 
     # gradient flow (runtime/gradflow.py, ddp.py, differentiation.py)
     observable |= {CONFIRMS_NO_GRAD_INPUT, CONFIRMS_NON_POSITIONAL, CONFIRMS_UNTRACKED_OUTPUT, DDP_CATEGORY, DIFFERENTIATION_CATEGORY}
+    observable |= {COMMUNICATION_CATEGORY, HANG_CATEGORY}  # communication (runtime/communication.py)
     for rule in ALL_RULES:
         assert rule.confirmed_by <= observable, rule.code
 
