@@ -1,7 +1,9 @@
 """The linted project: which file is which module, loaded lazily and once.
 
 Module names come from the file system as Python's import system sees them: a
-file's import root is the first ancestor directory without an `__init__.py`.
+file's import root is the first ancestor directory without an `__init__.py`, or that
+directory's parent when it is a namespace package its own packages import through
+(`megatron/` in Megatron's wheel, which has no `megatron/__init__.py`).
 Regions reach other modules through `import` statements; those modules are read
 and parsed only when something asks for them.
 
@@ -20,6 +22,7 @@ root first, as `sys.path[0]` makes Python do. Internal names never reach message
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -49,7 +52,32 @@ def import_root(path: Path) -> Path:
     directory = path.parent
     while (directory / "__init__.py").is_file() and directory.parent != directory:
         directory = directory.parent
-    return directory
+    return directory.parent if is_namespace_package(directory) else directory
+
+
+@functools.lru_cache(maxsize=256)
+def is_namespace_package(directory: Path) -> bool:
+    """A directory without `__init__.py` whose packages import themselves through its name
+    (Megatron's wheel: `megatron/core/__init__.py` says `import megatron.core.utils`), so
+    that its parent is what `sys.path` holds. A `src/` layout's packages never say `src.`."""
+    if directory.parent == directory or (directory / "__init__.py").is_file():
+        return False
+    spellings = (f"import {directory.name}.".encode(), f"from {directory.name}.".encode(), f"from {directory.name} import".encode())
+    try:
+        packages = [entry for entry in os.scandir(directory) if entry.is_dir() and not entry.name.startswith(".")]
+    except OSError:
+        return False
+    for package in packages:
+        try:
+            head = (Path(package.path) / "__init__.py").read_bytes()[:_NAMESPACE_PROBE]
+        except OSError:
+            continue
+        if any(spelling in head for spelling in spellings):
+            return True
+    return False
+
+
+_NAMESPACE_PROBE = 65536  # bytes of each package's __init__.py read for the namespace test
 
 
 class LoadedModule:
