@@ -209,3 +209,29 @@ def test_ckp305_follows_the_transformers_version(tmp_path: Path, version: str | 
         assert "reentrant: transformers 4.57.0 from target-versions" in lines[0], lines[0]
     if version is None:
         assert "transformers version unknown" in lines[0], lines[0]
+
+
+def test_each_modules_composition_is_freed_without_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The analysis runs with the cyclic garbage collector off: a Composition that its own parts
+    point back to (a bound method held by Shardings) would keep every module it read alive."""
+    import gc
+    import weakref
+
+    from ckptlint.engine import worker
+
+    made: list[weakref.ref[object]] = []
+
+    class Recorded(worker.Composition):
+        def __init__(self, *args: object) -> None:
+            super().__init__(*args)  # type: ignore[arg-type]
+            made.append(weakref.ref(self))
+
+    monkeypatch.setattr(worker, "Composition", Recorded)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _lint(HAZARDS / "fsdp2_project")
+        assert made and all(ref() is None for ref in made)
+    finally:
+        if enabled:
+            gc.enable()

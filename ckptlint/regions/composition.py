@@ -14,6 +14,7 @@ leaves the function is silent.
 from __future__ import annotations
 
 import ast
+import weakref
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -72,7 +73,14 @@ class Composition:
         self._by_node = {id(call.node): call for call in calls}
         self._class_calls: dict[int, list[CheckpointCall]] = {}  # class scope -> its checkpoint calls
         self._module_calls: dict[int, list[CheckpointCall]] = {id(module): calls}
-        self.shardings = Shardings(module, self._name, self._instance_of)
+        # through a proxy: a bound method would make a cycle, and the analysis runs with the cyclic
+        # garbage collector off (each module's Composition, and all it reaches, would stay)
+        composition = weakref.proxy(self)
+        self.shardings = Shardings(
+            module,
+            lambda func, scope, last_words: composition._name(func, scope, last_words),
+            lambda expr, scope, qualified: composition._instance_of(expr, scope, qualified),
+        )
 
     # -- CKP303 -----------------------------------------------------------------------------
 
