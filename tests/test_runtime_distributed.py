@@ -61,13 +61,18 @@ def assert_identical(plain: dict[str, Any], observed: dict[str, Any]) -> None:
     assert plain["numpy_rng"] == observed["numpy_rng"]
 
 
+def hazard_jobs(factory: pytest.TempPathFactory, wrap: str) -> tuple[Path, Path, dict[str, Any]]:
+    """The hazard variant run plainly and under the companion: (plain state, observed state and reports, merged report)."""
+    plain, observed = factory.mktemp(f"{wrap}-plain"), factory.mktemp(f"{wrap}-observed")
+    done = torchrun(TRAIN, "--wrap", wrap, "--variant", "hazard", "--dump", plain)
+    assert done.returncode == 0, done.stderr
+    _, report = confirmed_job(observed, TRAIN, "--wrap", wrap, "--variant", "hazard", "--dump", observed)
+    return plain, observed, report
+
+
 @pytest.fixture(scope="module")
 def ddp_hazard(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Any]]:
-    plain, observed = tmp_path_factory.mktemp("ddp-plain"), tmp_path_factory.mktemp("ddp-observed")
-    done = torchrun(TRAIN, "--wrap", "ddp", "--variant", "hazard", "--dump", plain)
-    assert done.returncode == 0, done.stderr
-    _, report = confirmed_job(observed, TRAIN, "--wrap", "ddp", "--variant", "hazard", "--dump", observed)
-    return plain, observed, report
+    return hazard_jobs(tmp_path_factory, "ddp")
 
 
 def test_ddp_hazard_merged_report_says_which_ranks_diverged(ddp_hazard: tuple[Path, Path, dict[str, Any]]) -> None:
@@ -108,11 +113,7 @@ def test_ddp_safe_twin_is_equivalent_on_every_rank(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def fsdp2_hazard(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Any]]:
-    plain, observed = tmp_path_factory.mktemp("fsdp2-plain"), tmp_path_factory.mktemp("fsdp2-observed")
-    done = torchrun(TRAIN, "--wrap", "fsdp2", "--variant", "hazard", "--dump", plain)
-    assert done.returncode == 0, done.stderr
-    _, report = confirmed_job(observed, TRAIN, "--wrap", "fsdp2", "--variant", "hazard", "--dump", observed)
-    return plain, observed, report
+    return hazard_jobs(tmp_path_factory, "fsdp2")
 
 
 def test_fsdp2_functional_all_reduce_is_counted_again_at_recompute(fsdp2_hazard: tuple[Path, Path, dict[str, Any]]) -> None:
