@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ckptlint.runtime.aspects import aspects, summary
-from ckptlint.runtime.report import FAILING, NESTED, NOT_REPLAYED, Record
+from ckptlint.runtime.report import FAILING, SEVERITY, Record
 
 MERGE_WAIT = 120.0  # seconds rank 0 waits for the other ranks' files
-_RANK = {NOT_REPLAYED: 0, NESTED: 0, "equivalent": 1, "diverges": 2, "error": 3}
 
 
 @dataclass(frozen=True)
@@ -119,9 +118,9 @@ def _merged(group: list[tuple[int, Record]]) -> Record:
     verdicts: dict[str, str] = {}
     for rank, record in group:
         previous = verdicts.get(str(rank))
-        if previous is None or _RANK[record.verdict] > _RANK[previous]:
+        if previous is None or SEVERITY[record.verdict] > SEVERITY[previous]:
             verdicts[str(rank)] = record.verdict
-    _, base = max(group, key=lambda item: _RANK[item[1].verdict])
+    _, base = max(group, key=lambda item: SEVERITY[item[1].verdict])
     merged = Record(**{name: getattr(base, name) for name in Record.__dataclass_fields__ if name not in ("reasons", "executed", "rank", "ranks")})
     merged.executed = set().union(*(record.executed for _, record in group))
     reasons: dict[tuple[str, str], dict[str, Any]] = {}

@@ -73,11 +73,11 @@ class RankAgreement:
                 f"{self.out_of_step}: the ranks do not run the same checkpoint calls (a region that waits for a message "
                 "another rank sends outside its own checkpoint calls is a hang at recompute); not replayed"
             )
-        differing = {other: store.get(f"{number}/{other}").decode() for other in others}
-        differing = {other: value for other, value in differing.items() if value != call}
+        named = {other: store.get(f"{number}/{other}").decode() for other in others}
+        differing = {other: value for other, value in named.items() if value != call}
         if differing:
-            named = ", ".join(f"rank {other} at {value}" for other, value in sorted(differing.items()))
-            self.out_of_step = f"rank {rank} was about to probe {call} and {named}"
+            elsewhere = ", ".join(f"rank {other} at {value}" for other, value in sorted(differing.items()))
+            self.out_of_step = f"rank {rank} was about to probe {call} and {elsewhere}"
             return _reason(f"{self.out_of_step}: the ranks run different checkpoint calls; not replayed")
         return None
 

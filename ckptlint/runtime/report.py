@@ -19,6 +19,8 @@ NOT_REPLAYED = "not replayed"  # the replays would have changed the user's run (
 # pass is not the user's result, which the enclosing call's record judges as a whole
 NESTED = "nested"
 FAILING = ("diverges", "error")  # verdicts that mean checkpointing changes the result
+# how bad each verdict is: a site sampled twice, or seen by several ranks, takes its worst
+SEVERITY = {NOT_REPLAYED: 0, NESTED: 0, "equivalent": 0, "diverges": 1, "error": 2}
 
 
 @dataclass
@@ -144,11 +146,10 @@ class Report:
     @property
     def verdicts(self) -> dict[str, str]:
         """`path:line` of each observed call site -> its verdict (the worst, if sampled twice)."""
-        rank = {NOT_REPLAYED: 0, NESTED: 0, "equivalent": 0, "diverges": 1, "error": 2}
         found: dict[str, str] = {}
         for record in self.records:
             key = f"{display_path(record.site['path'])}:{record.site['line']}"
-            if rank[record.verdict] >= rank.get(found.get(key, "equivalent"), 0):
+            if SEVERITY[record.verdict] >= SEVERITY[found.get(key, "equivalent")]:
                 found[key] = record.verdict
         return found
 
