@@ -349,6 +349,7 @@ def calls(request: LintRequest, output_format: str) -> None:
 @click.option("-m", "module", metavar="MODULE", help="Run a module, as `python -m MODULE` would.")
 @click.option("--witness", is_flag=True, help="Also compare each sampled call's real recompute in backward with its forward.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 when calls diverge (the script's own failure still counts).")
+@click.option("--compiled", is_flag=True, help="Also replay each probed call under torch.compile (aot_eager) and report where it differs from eager.")
 @click.option(
     "--rank-timeout",
     default=60.0,
@@ -366,6 +367,7 @@ def confirm(
     witness: bool,
     exit_zero: bool,
     rank_timeout: float,
+    compiled: bool,
     script_and_arguments: tuple[str, ...],
 ) -> None:
     """Run SCRIPT [ARGS] (or -m MODULE [ARGS]), replaying each checkpoint call with and without
@@ -388,7 +390,8 @@ def confirm(
 
     try:
         code = run_confirm(
-            target, arguments, module is not None, sample, report_file, findings_file, lint_paths, witness, exit_zero, rank_timeout
+            target, arguments, module is not None, sample, report_file, findings_file, lint_paths, witness, exit_zero, rank_timeout,
+            compiled=compiled,
         )
     except (UnsupportedTorch, ConfigError) as exc:  # ConfigError: a bad configuration or --python for --lint
         _fail(str(exc))

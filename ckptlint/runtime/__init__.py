@@ -49,10 +49,16 @@ class Session:
     """Interception, per-site sampling and the report for one run."""
 
     def __init__(
-        self, sample: str | int = "first", wrapper_dirs: tuple[str, ...] = (), witness: bool = False, rank_timeout: float = 60.0
+        self,
+        sample: str | int = "first",
+        wrapper_dirs: tuple[str, ...] = (),
+        witness: bool = False,
+        rank_timeout: float = 60.0,
+        compiled: bool = False,
     ):
         self.limit = parse_sample(sample)
         self.witness = witness
+        self.compiled = compiled  # also replay each probed call under torch.compile (compiled.py)
         self.rank_timeout = datetime.timedelta(seconds=rank_timeout)
         self.ranks = RankAgreement(self.rank_timeout)
         self.report = Report()
@@ -74,7 +80,7 @@ class Session:
         self._counts[key] += 1
         with probe_guard():
             refusal = self.ranks.agree(f"{display_path(call.site.path)}:{call.site.line}:{call.site.column}#{self._counts[key]}")
-            record = probe(call) if refusal is None else _refused(call, refusal.to_dict())
+            record = probe(call, compiled=self.compiled) if refusal is None else _refused(call, refusal.to_dict())
         world = self.ranks.world()
         record.rank = world[0] if world is not None else None
         record.test = self.current_test
@@ -108,12 +114,17 @@ def _backward_failed(record: Record, fn: object, error: BaseException) -> None:
 
 @contextlib.contextmanager
 def audit(
-    sample: str | int = "first", wrapper_dirs: tuple[str, ...] = (), witness: bool = False, rank_timeout: float = 60.0
+    sample: str | int = "first",
+    wrapper_dirs: tuple[str, ...] = (),
+    witness: bool = False,
+    rank_timeout: float = 60.0,
+    compiled: bool = False,
 ) -> Iterator[Report]:
     """Probe the checkpoint calls made inside the block; yields the Report. With `witness`,
     also compare each sampled call's real recompute in backward with its forward. Under a
-    process group, `rank_timeout` bounds how long a rank waits for the others (ranks.py)."""
-    session = Session(sample, wrapper_dirs, witness, rank_timeout)
+    process group, `rank_timeout` bounds how long a rank waits for the others (ranks.py).
+    With `compiled`, also replay each call compiled (`backend="aot_eager"`) and compare."""
+    session = Session(sample, wrapper_dirs, witness, rank_timeout, compiled=compiled)
     session.start()
     try:
         yield session.report

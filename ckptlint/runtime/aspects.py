@@ -33,6 +33,8 @@ ASPECT_OF = {
     # never ended (the ranks out of step, a replay's receive: ranks.py)
     "communication": "communication",
     "hang": "error",
+    # replay C (`--compiled`): the checkpointed call compiled differs from it run eagerly (compiled.py)
+    "compiled": "compiled",
 }
 ORDER = ("error", "values", "gradients", "rng-stream", "state", "side-effects")
 _WORDS = {
@@ -43,6 +45,7 @@ _WORDS = {
     "side-effects": "side effects",
     "recompute": "the recompute's saved tensors",  # only with the witness, so never listed as equal
     "communication": "communication",  # only under a process group, so never listed as equal
+    "compiled": "the compiled replay",  # only with --compiled, so never listed as equal
 }
 _EQUAL_WORDS = {**_WORDS, "rng-stream": "RNG streams"}
 

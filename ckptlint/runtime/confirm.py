@@ -74,6 +74,7 @@ def confirm(
     witness: bool = False,
     exit_zero: bool = False,
     rank_timeout: float = 60.0,
+    compiled: bool = False,
 ) -> int:
     """Run the script under the companion and report; the exit code is the script's when it
     failed, else 1 when a call diverged or its replay raised (unless `exit_zero`), else 0.
@@ -81,7 +82,7 @@ def confirm(
     launch = rank_reports.Launch.from_environment()
     if launch is not None and report_file:
         rank_reports.remove_stale(launch, report_file)
-    session = Session(sample, witness=witness, rank_timeout=rank_timeout)
+    session = Session(sample, witness=witness, rank_timeout=rank_timeout, compiled=compiled)
     session.start()
     try:
         exit_code = run_script(target, arguments, as_module)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from typing import Any
 
 from ckptlint.runtime.aspects import aspects, summary
 from ckptlint.runtime.communication import HANG_CATEGORY, Communication, CommunicationTimeout, counting
 from ckptlint.runtime.compare import Reason
+from ckptlint.runtime.compiled import replay_compiled
 from ckptlint.runtime.ddp import ddp_of, replay_would_change_run
 from ckptlint.runtime.differences import differences
 from ckptlint.runtime.differentiation import under_function_transform
@@ -15,17 +17,19 @@ from ckptlint.runtime.gradflow import missing_grad_reason, missing_parameter_gra
 from ckptlint.runtime.intercept import InterceptedCall
 from ckptlint.runtime.reach import reachable
 from ckptlint.runtime.replay import run_replay
+from ckptlint.runtime.sac import SacListing, is_selective
 from ckptlint.runtime.report import NESTED, NOT_REPLAYED, Record
 from ckptlint.runtime.snapshot import Snapshot
 
 
-def probe(call: InterceptedCall) -> Record:
-    """Never raises: an internal error becomes an `error` record, and state is restored."""
+def probe(call: InterceptedCall, compiled: bool = False) -> Record:
+    """Never raises: an internal error becomes an `error` record, and state is restored.
+    With `compiled`, replay C (the checkpointed call under torch.compile) runs too."""
     if under_function_transform():
         # a replay would run under torch.func's transform (which refuses `requires_grad_` and
         # checkpointed regions alike) and change the error the user sees: the call runs as is
         return Record(**identity(call), verdict=NOT_REPLAYED, summary=TRANSFORMED)
-    record = _probe(call)
+    record = _probe(call, compiled and not call.flags.get("nested"))
     if call.flags.get("nested"):
         return _nested(record)
     record.aspects = aspects(record.reasons)
@@ -49,7 +53,7 @@ def identity(call: InterceptedCall) -> dict[str, Any]:
     }
 
 
-def _probe(call: InterceptedCall) -> Record:
+def _probe(call: InterceptedCall, compiled: bool) -> Record:
     record = Record(**identity(call), verdict="equivalent")
     try:
         reach = reachable(call.fn, call.args, call.kwargs)
@@ -64,6 +68,7 @@ def _probe(call: InterceptedCall) -> Record:
         record.verdict = "error"
         record.reasons = [Reason("error", "ckptlint", detail="could not snapshot the region's state: " + traceback.format_exc(limit=1)).to_dict()]
         return record
+    compiled_differences: list[Reason] = []
     try:
         with counting() as plain_communication:
             plain = run_replay(call.run_plain, call.args, call.kwargs, reach, snapshot, True, call.replaying)
@@ -71,8 +76,16 @@ def _probe(call: InterceptedCall) -> Record:
             plain.parameter_grads.pop(name, None)
             plain.tensors.pop(name, None)
         snapshot.restore()
+        listing = SacListing() if is_selective(call.flags.get("context_fn")) else None
+        run_checkpointed = _listing(call, listing).run_checkpointed
         with counting() as checkpointed_communication:
-            checkpointed = run_replay(call.run_checkpointed, call.args, call.kwargs, reach, snapshot, False, call.replaying)
+            checkpointed = run_replay(run_checkpointed, call.args, call.kwargs, reach, snapshot, False, call.replaying)
+        if listing is not None and listing.seen:
+            record.sac = listing.to_dict()
+        if compiled and not plain.error:
+            snapshot.restore()
+            compiled_replay, compiled_differences = replay_compiled(call, reach, snapshot, plain, checkpointed)
+            record.compiled = compiled_replay.to_dict()
     finally:
         snapshot.restore()
     record.executed = plain.executed
@@ -92,6 +105,7 @@ def _probe(call: InterceptedCall) -> Record:
         repeated = communication.reason()
         if repeated is not None:
             reasons.append(repeated)
+    reasons.extend(compiled_differences)
     record.reasons = [reason.to_dict() for reason in reasons]
     missing = missing_parameter_grads(plain, checkpointed)
     if missing:
@@ -101,6 +115,13 @@ def _probe(call: InterceptedCall) -> Record:
     elif record.reasons:
         record.verdict = "diverges"
     return record
+
+
+def _listing(call: InterceptedCall, listing: SacListing | None) -> InterceptedCall:
+    """The call as replay B runs it: with its selective-checkpoint contexts observed."""
+    if listing is None:
+        return call
+    return dataclasses.replace(call, flags={**call.flags, "context_fn": listing.context_fn(call.flags["context_fn"])})
 
 
 def _timed_out(*errors: str | None) -> Reason | None:

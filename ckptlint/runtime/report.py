@@ -45,6 +45,8 @@ class Record:
     communication: dict[str, Any] | None = None
     rank: int | None = None  # the rank that observed it, under a process group of two or more
     ranks: dict[str, str] | None = None  # merged over ranks: each rank's verdict (rank_reports.py)
+    compiled: dict[str, Any] | None = None  # replay C, with --compiled (compiled.CompiledReplay)
+    sac: dict[str, Any] | None = None  # under a selective-checkpoint context_fn: ops saved and recomputed (sac.py)
 
     def watch(self, witness: Witness) -> Witness:
         """Follow `witness`: its result joins this record; a divergence makes the call diverge."""
@@ -93,6 +95,9 @@ class Record:
         for name in ("ddp", "communication", "rank", "ranks"):
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
+        for name in ("compiled", "sac"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
         return data
 
     def describe(self) -> str:
@@ -126,9 +131,34 @@ class Record:
                 text += f" [rank {', '.join(map(str, reason['ranks']))}]"
             lines.append(f"    - {text}")
             lines.extend(f"        forward ran it at {frame}" for frame in reason.get("stack", ())[:3])
+        if self.compiled is not None:
+            lines.append(f"    - {describe_compiled(self.compiled)}")
+        if self.sac is not None:
+            lines.append(f"    - selective checkpoint: {describe_sac(self.sac)}")
         if self.witness is not None and self.witness["status"] != "diverges":
             lines.append(f"    - witness: the real recompute is {self.witness['status']} ({self.witness['recomputed_ops']} ops compared)")
         return "\n".join(lines)
+
+
+def describe_sac(listing: dict[str, dict[str, int]]) -> str:
+    """`saved aten.mm.default x2; recomputed aten.relu.default x1` (sac.SacListing)."""
+    parts = []
+    for kind in ("saved", "recomputed"):
+        ops = listing.get(kind, {})
+        parts.append(f"{kind} " + (", ".join(f"{name} x{count}" for name, count in ops.items()) if ops else "nothing"))
+    return "; ".join(parts)
+
+
+def describe_compiled(compiled: dict[str, Any]) -> str:
+    """`compiled (aot_eager): rejected by fullgraph compile: HOP: Unsafe side effect; 1 graph break; ...`"""
+    fullgraph = compiled["fullgraph"]
+    text = f"compiled ({compiled['backend']}): " + ("fullgraph compile ok" if fullgraph == "ok" else f"{fullgraph.replace('rejected:', 'rejected by fullgraph compile:', 1)}; {compiled['graph_breaks']} graph break(s) with fullgraph=False")
+    if compiled.get("error"):
+        return text + f"; the compiled replay raised: {compiled['error'].splitlines()[0]}"
+    differing = compiled["diverges_from_eager"]
+    text += "; " + (f"differs from eager in {', '.join(differing)}" if differing else "same as eager")
+    wrong = compiled["diverges_from_plain"]
+    return text + "; " + (f"differs from no checkpointing in {', '.join(wrong)}" if wrong else "same as no checkpointing")
 
 
 class Report:
