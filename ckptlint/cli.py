@@ -348,6 +348,7 @@ def calls(request: LintRequest, output_format: str) -> None:
 @click.option("--lint", "lint_paths", multiple=True, type=click.Path(), help="Lint these paths and join the findings.")
 @click.option("-m", "module", metavar="MODULE", help="Run a module, as `python -m MODULE` would.")
 @click.option("--witness", is_flag=True, help="Also compare each sampled call's real recompute in backward with its forward.")
+@click.option("--cost", is_flag=True, help="Also measure per call site the activation bytes checkpointing frees and the FLOPs it recomputes.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 when calls diverge (the script's own failure still counts).")
 @click.option("--compiled", is_flag=True, help="Also replay each probed call under torch.compile (aot_eager) and report where it differs from eager.")
 @click.option(
@@ -365,6 +366,7 @@ def confirm(
     lint_paths: tuple[str, ...],
     module: str | None,
     witness: bool,
+    cost: bool,
     exit_zero: bool,
     rank_timeout: float,
     compiled: bool,
@@ -392,6 +394,7 @@ def confirm(
         code = run_confirm(
             target, arguments, module is not None, sample, report_file, findings_file, lint_paths, witness, exit_zero, rank_timeout,
             compiled=compiled,
+            cost=cost,
         )
     except (UnsupportedTorch, ConfigError) as exc:  # ConfigError: a bad configuration or --python for --lint
         _fail(str(exc))

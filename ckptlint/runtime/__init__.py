@@ -19,7 +19,7 @@ import functools
 from typing import Iterator
 
 from ckptlint.project import display_path
-from ckptlint.runtime import communication, ddp, differentiation
+from ckptlint.runtime import communication, cost, ddp, differentiation
 from ckptlint.runtime.aspects import aspects, summary
 from ckptlint.runtime.intercept import Interceptor, InterceptedCall, UnsupportedTorch, probe_guard
 from ckptlint.runtime.probe import identity, probe
@@ -55,10 +55,12 @@ class Session:
         witness: bool = False,
         rank_timeout: float = 60.0,
         compiled: bool = False,
+        cost: bool = False,
     ):
         self.limit = parse_sample(sample)
         self.witness = witness
         self.compiled = compiled  # also replay each probed call under torch.compile (compiled.py)
+        self.cost = cost  # also measure what checkpointing each probed call frees and recomputes (cost.py)
         self.rank_timeout = datetime.timedelta(seconds=rank_timeout)
         self.ranks = RankAgreement(self.rank_timeout)
         self.report = Report()
@@ -81,6 +83,8 @@ class Session:
         with probe_guard():
             refusal = self.ranks.agree(f"{display_path(call.site.path)}:{call.site.line}:{call.site.column}#{self._counts[key]}")
             record = probe(call, compiled=self.compiled) if refusal is None else _refused(call, refusal.to_dict())
+            if self.cost and refusal is None:
+                record.cost = cost.cost_of(call, record, self.ranks.world())
         world = self.ranks.world()
         record.rank = world[0] if world is not None else None
         record.test = self.current_test
@@ -119,12 +123,14 @@ def audit(
     witness: bool = False,
     rank_timeout: float = 60.0,
     compiled: bool = False,
+    cost: bool = False,
 ) -> Iterator[Report]:
     """Probe the checkpoint calls made inside the block; yields the Report. With `witness`,
     also compare each sampled call's real recompute in backward with its forward. Under a
     process group, `rank_timeout` bounds how long a rank waits for the others (ranks.py).
-    With `compiled`, also replay each call compiled (`backend="aot_eager"`) and compare."""
-    session = Session(sample, wrapper_dirs, witness, rank_timeout, compiled=compiled)
+    With `compiled`, also replay each call compiled (`backend="aot_eager"`) and compare.
+    With `cost`, each record also says what checkpointing the call frees and recomputes (cost.py)."""
+    session = Session(sample, wrapper_dirs, witness, rank_timeout, compiled=compiled, cost=cost)
     session.start()
     try:
         yield session.report

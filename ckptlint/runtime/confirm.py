@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ckptlint.runtime import Session
-from ckptlint.runtime import rank_reports
+from ckptlint.runtime import cost_text, rank_reports
 from ckptlint.runtime.join import join, render
 from ckptlint.runtime.report import FAILING, Record, Report
 
@@ -75,6 +75,7 @@ def confirm(
     exit_zero: bool = False,
     rank_timeout: float = 60.0,
     compiled: bool = False,
+    cost: bool = False,
 ) -> int:
     """Run the script under the companion and report; the exit code is the script's when it
     failed, else 1 when a call diverged or its replay raised (unless `exit_zero`), else 0.
@@ -82,7 +83,7 @@ def confirm(
     launch = rank_reports.Launch.from_environment()
     if launch is not None and report_file:
         rank_reports.remove_stale(launch, report_file)
-    session = Session(sample, witness=witness, rank_timeout=rank_timeout, compiled=compiled)
+    session = Session(sample, witness=witness, rank_timeout=rank_timeout, compiled=compiled, cost=cost)
     session.start()
     try:
         exit_code = run_script(target, arguments, as_module)
@@ -112,6 +113,9 @@ def _report(
     if static is not None:
         data["findings"], data["missed"] = join(records, *static)
     text = report.render(records)
+    costs = cost_text.render(records)  # only records measured with --cost carry a cost
+    if costs:
+        text += "\n" + costs
     if static is not None:
         text += "\n" + render(data["findings"], data["missed"])
     for note in data.get("notes", report.notes):

@@ -35,6 +35,7 @@ class Record:
     constructed_at: dict[str, Any] | None = None
     callers: list[dict[str, Any]] = field(default_factory=list)  # the user frames that called the site, innermost first
     test: str | None = None  # the pytest node id that made the call, under the pytest plugin
+    cost: dict[str, Any] | None = None  # with --cost: activation bytes freed, FLOPs recomputed (cost.py)
     executed: set[tuple[str, int, int]] = field(default_factory=set, repr=False)  # code replay A ran
     aspects: list[str] = field(default_factory=list)  # what differs: values, gradients, rng-stream, state, side-effects, error
     summary: str = ""  # one sentence: what differs and what is equal
@@ -90,6 +91,8 @@ class Record:
             data["callers"] = self.callers
         if self.test is not None:
             data["test"] = self.test
+        if self.cost is not None:
+            data["cost"] = self.cost
         if self.witness is not None:
             data["witness"] = self.witness
         for name in ("ddp", "communication", "rank", "ranks"):
