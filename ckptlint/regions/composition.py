@@ -25,6 +25,7 @@ from ckptlint.regions.double_checkpointing import DoubleCheckpointing, DoubleChe
 from ckptlint.regions.function_syntax import function_scope
 from ckptlint.regions.hf_enabling import EnablingHazard, HfEnablings
 from ckptlint.regions.inference import TypeInference
+from ckptlint.regions.sac_forms import ContextOf, HookedSelectiveCall, PacketEntry, RejectedContextFn, hooked_selective_calls, op_packets, rejected_context_fns
 from ckptlint.regions.sharding import ShardedCheckpoint, Shardings
 from ckptlint.regions.values import ClassType, Types
 from ckptlint.symbols import ASSIGN, DEF, UNPACK, Binding, ModuleSymbols, Scope
@@ -62,7 +63,7 @@ class ModelHazard:
 
 
 class Composition:
-    """The CKP303-CKP305 and CKP403-CKP405 facts of one module, read through the run's shared analysis state."""
+    """The CKP303-CKP305, CKP403-CKP405 and CKP502/CKP503/CKP505 facts of one module, read through the run's shared analysis state."""
 
     def __init__(self, module: ModuleSymbols, calls: list[CheckpointCall], finder: CallFinder, inference: TypeInference):
         self.module = module
@@ -298,6 +299,20 @@ class Composition:
                 if item.name == qualified or (info is not None and self.classes.inherits_from(info, frozenset({qualified}))):
                     return True
         return False
+
+    # -- CKP502, CKP503, CKP505 (regions/sac_forms.py) ----------------------------------------
+
+    def op_packets(self) -> Iterator[PacketEntry]:
+        """`torch.ops.aten.mm` (no overload) in a selective-checkpoint policy's ops."""
+        return op_packets(self.module)
+
+    def rejected_context_fns(self, context_of: ContextOf) -> Iterator[RejectedContextFn]:
+        """A `context_fn` torch.compile cannot trace, on a call that runs compiled."""
+        return rejected_context_fns(self.calls, context_of)
+
+    def hooked_selective_calls(self, context_of: ContextOf) -> Iterator[HookedSelectiveCall]:
+        """Selective checkpointing under an outer saved-tensors hook."""
+        return hooked_selective_calls(self.calls, context_of)
 
     # -- CKP404 -----------------------------------------------------------------------------
 

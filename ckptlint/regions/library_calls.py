@@ -15,8 +15,20 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from ckptlint.regions import communication, torch_api
-from ckptlint.regions.summary import COLLECTIVE_OP, DEVICE_MOVE, PEER_EXCHANGE, RANDOM_DRAW, RUNNING_STATS, TORCH_RANDOM, Effect
+from ckptlint.regions import communication, sac_ops, torch_api
+from ckptlint.regions.routing_use import routing_use
+from ckptlint.regions.saved_outputs import producer_of
+from ckptlint.regions.summary import (
+    COLLECTIVE_OP,
+    DEVICE_MOVE,
+    NONDETERMINISTIC_OP,
+    PEER_EXCHANGE,
+    RANDOM_DRAW,
+    RUNNING_STATS,
+    SAVED_OUTPUT_MUTATED,
+    TORCH_RANDOM,
+    Effect,
+)
 from ckptlint.regions.values import (
     CONST,
     CONST_VALUE,
@@ -109,6 +121,11 @@ class LibraryCalls:
 
     def _torch(self, run: FunctionInterpreter, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         callee = ast.unparse(node.func)
+        nondeterministic = sac_ops.NONDETERMINISTIC_FUNCTIONS.get(name)
+        if nondeterministic is not None:
+            self._nondeterministic(run, nondeterministic, torch_api.short_name(name), node, callee)
+        if node.args and (name in sac_ops.INPLACE_FUNCTIONS or (name in sac_ops.INPLACE_KEYWORD_FUNCTIONS and _true_keyword(node, "inplace"))):
+            self._saved_output_change(run, node.args[0], node, f"`{callee}(..., inplace=True)`" if name in sac_ops.INPLACE_KEYWORD_FUNCTIONS else f"`{callee}()`")
         if "out" in keywords:
             run.mutate(keywords["out"], node, f"`{callee}(out=...)` writes into", tensor=True)
         if name.startswith("torch.nn.init.") and name.endswith("_") and arguments:
@@ -152,6 +169,33 @@ class LibraryCalls:
             kind, variant = COLLECTIVE_OP, "wrapper" if name.startswith(communication.FRAMEWORK_PREFIXES) else "collective"
         run.record(Effect(kind, run.module, node, variant, facts, saved_as=op.saved_as))
 
+    # -- selective checkpointing (CKP501, CKP504) -------------------------------
+
+    def _saved_output_change(self, run: FunctionInterpreter, tensor: ast.expr, node: ast.Call, how: str) -> None:
+        """An in-place op on the output of an op a policy may save (CKP501 reports it when the
+        region's policy saves that op)."""
+        producer = producer_of(run.module, run.scope, tensor, node)
+        if producer is None:
+            return
+        facts = (("callee", how), ("subject", ast.unparse(tensor)), ("producer", producer.text), ("op", producer.op))
+        run.record(Effect(SAVED_OUTPUT_MUTATED, run.module, node, "reshaped" if producer.reshaped else "direct", facts, saved_as=frozenset({producer.op})))
+
+    def _nondeterministic(self, run: FunctionInterpreter, op: sac_ops.NondeterministicOp, short: str, node: ast.Call, callee: str) -> None:
+        """A selection whose indices route, or an accumulation, whose recompute may differ
+        from the forward's (CKP504, unless the region's policy saves the op)."""
+        given = keyword_value(node, op.only_with) if op.only_with else None
+        if op.only_with and (given is None or _false_constant(given)):
+            return  # `bincount` without weights counts exactly; `index_put` without accumulate writes
+        if op.not_with and _true_keyword(node, op.not_with):
+            return
+        facts: tuple[tuple[str, str], ...] = (("callee", callee), ("family", op.family), ("op", op.op))
+        if op.kind == sac_ops.SELECTION:
+            used = routing_use(run.scope.node, node, short)
+            if used is None:
+                return
+            facts += (("use", ast.unparse(used)), ("use_line", str(getattr(used, "lineno", node.lineno))))
+        run.record(Effect(NONDETERMINISTIC_OP, run.module, node, op.kind, facts, saved_as=frozenset({op.op})))
+
     # -- methods whose meaning comes from the library ---------------------------
 
     def method(self, run: FunctionInterpreter, receiver: Value, method: str, node: ast.Call) -> Value | None:
@@ -180,7 +224,13 @@ class LibraryCalls:
             if described is not None:
                 run.add(DEVICE_MOVE, node, "to", subject=subject, device=described)
             return LOCAL_VALUE
+        nondeterministic = sac_ops.NONDETERMINISTIC_METHODS.get(method)
+        if nondeterministic is not None and isinstance(node.func, ast.Attribute) and not self._project_method(run, receiver, method):
+            if not any(isinstance(t, ContainerType) for t in receiver.types):  # a list's `.sort()`
+                self._nondeterministic(run, nondeterministic, method, node, text)
         if method.endswith("_") and not method.startswith("_") and method not in torch_api.NOT_INPLACE:
+            if isinstance(node.func, ast.Attribute):
+                self._saved_output_change(run, node.func.value, node, f"`.{method}()`")
             run.mutate(receiver, node, f"in-place `.{method}()` on", tensor=True)
             if method in torch_api.TORCH_RANDOM_INPLACE_METHODS:
                 run.add(TORCH_RANDOM, node, "method", method=method)
@@ -275,6 +325,15 @@ def constructed_rng(name: str, call: ast.Call) -> RngType | None:
     if name.startswith("numpy.random.") and torch_api.short_name(name) in torch_api.NUMPY_RNG_CONSTRUCTORS:
         return RngType("numpy", seeded)
     return None
+
+
+def _true_keyword(node: ast.Call, name: str) -> bool:
+    value = keyword_value(node, name)
+    return isinstance(value, ast.Constant) and value.value is True
+
+
+def _false_constant(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Constant) and not value.value
 
 
 def _drawn(callee: str) -> Value:

@@ -27,6 +27,8 @@ GRAD_MODE_BRANCH = "grad-mode-branch"  # CKP206 when the replay is reentrant
 TORCH_RANDOM = "torch-random"  # not a finding: tells CKP102 whether RNG matters
 COLLECTIVE_OP = "collective-op"  # CKP401
 PEER_EXCHANGE = "peer-exchange"  # CKP402: point-to-point ops, all-to-alls with split sizes the region computes
+SAVED_OUTPUT_MUTATED = "saved-output-mutated"  # CKP501: in-place op on an output a selective-checkpoint policy may save
+NONDETERMINISTIC_OP = "nondeterministic-op"  # CKP504: an op whose recompute may differ (routing selections, accumulations)
 
 Facts = tuple[tuple[str, str], ...]
 StateKey = tuple[str, str]  # state that outlives the region: (class, attribute), ("global", name), ("path", path)
@@ -54,8 +56,8 @@ class Effect:
     facts: Facts = ()  # what the message quotes: ("subject", "`self.cache`"), ("action", "assigns"), ...
     chain: tuple[str, ...] = ()  # functions called from the region entry down to this one
     depends_on: frozenset[tuple[str, str]] = frozenset()  # for branches: the mutable state they read (all of it)
-    # for communication: the `_c10d_functional` ops it emits; a selective-checkpoint policy
-    # that saves all of them keeps it from replaying
+    # for communication and CKP501/CKP504: the ops it emits (`_c10d_functional.all_reduce`,
+    # `aten.mm`); a selective-checkpoint policy that saves all of them keeps them from replaying
     saved_as: frozenset[str] = frozenset()
 
     @property

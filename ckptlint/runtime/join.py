@@ -25,8 +25,9 @@ NOT_EXERCISED = "not exercised"
 NEEDS_GPU = "not confirmable without a GPU"
 
 _GRADIENTS = {"output", "input-grad", "parameter-grad"}
-# reported at the checkpoint call (or the wrapper: CKP403/CKP405 at `checkpoint_wrapper(block)`)
-AT_THE_CALL = frozenset({"CKP101", "CKP102", "CKP301", "CKP302", "CKP306", "CKP403", "CKP405"})
+# reported at the checkpoint call (or the wrapper: CKP403/CKP405 at `checkpoint_wrapper(block)`;
+# CKP503 at its `context_fn` value, on the call's line in the usual spelling)
+AT_THE_CALL = frozenset({"CKP101", "CKP102", "CKP301", "CKP302", "CKP306", "CKP403", "CKP405", "CKP503", "CKP505"})
 AT_THE_DDP = frozenset({"CKP303"})  # reported at the `DistributedDataParallel(...)` call
 AT_THE_DIFFERENTIATING_CALL = frozenset({"CKP304"})  # reported at `torch.autograd.grad(...)`, `.backward(inputs=...)`, `torch.func.grad(f)`
 

@@ -1,0 +1,113 @@
+"""Whether a selection's indices choose what the rest of a function computes (CKP504).
+
+`weights, experts = torch.topk(scores, k)` routes when `experts` (or a name computed from
+it: `experts.view(-1)`, `experts == i`, `torch.argsort(experts)`) is used as an index
+(`x[order]`, `out[mask] = ...`) or passed to a call that picks positions with it
+(`F.one_hot(experts, n)`, `torch.gather(x, 1, experts)`, `counts.scatter_(1, experts, 1)`,
+sac_ops.ROUTING_CALLS). Indices kept only for a metric (`(pred == labels).float().mean()`)
+or discarded (`values, _ = torch.topk(...)`) do not route: a recompute that picks other
+indices among ties changes nothing the backward reads. Read from the function's own lines,
+in order; names flowing into a callee are not followed.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ckptlint.regions import sac_ops
+from ckptlint.syntax import own_statements
+
+_VALUES_ONLY = frozenset({"values"})  # `torch.topk(...).values`: the scores, not the indices
+_INDEX_POSITION = {"topk": 1, "sort": 1}  # where the indices are in the result's tuple
+
+
+def routing_use(function: ast.AST, call: ast.Call, short: str) -> ast.AST | None:
+    """Where the indices of `call` (a `topk`, `sort`, `argsort`, `argmax`, `argmin`) route,
+    or None when they do not."""
+    parents = _parents(function)
+    holder, target = _holder(call, parents, short)
+    if holder is None:
+        return None
+    direct = _routing_position(holder, parents)
+    if direct is not None:
+        return direct
+    derived = set(_index_names(target, short))
+    if not derived:
+        return None
+    statements = sorted(own_statements(function), key=lambda s: (s.lineno, s.col_offset))
+    for _ in range(2):  # a second pass for names a loop computes before using
+        for statement in statements:
+            if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and statement.value is not None:
+                if _mentions(statement.value, derived):
+                    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                    derived |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id in derived and isinstance(node.ctx, ast.Load):
+            found = _routing_position(node, parents)
+            if found is not None:
+                return found
+    return None
+
+
+def _parents(function: ast.AST) -> dict[int, ast.AST]:
+    return {id(child): parent for parent in ast.walk(function) for child in ast.iter_child_nodes(parent)}
+
+
+def _holder(call: ast.Call, parents: dict[int, ast.AST], short: str) -> tuple[ast.AST | None, ast.expr | None]:
+    """The expression holding the indices (the call, or `call.indices` / `call[1]`) and the
+    assignment target it is bound to, if any; (None, None) when only the values are taken."""
+    holder: ast.AST = call
+    parent = parents.get(id(call))
+    if isinstance(parent, ast.Attribute):
+        if parent.attr in _VALUES_ONLY:
+            return None, None
+        holder = parent
+    elif isinstance(parent, ast.Subscript) and short in _INDEX_POSITION and isinstance(parent.slice, ast.Constant):
+        if parent.slice.value != _INDEX_POSITION[short]:
+            return None, None
+        holder = parent
+    bound = parents.get(id(holder))
+    if isinstance(bound, ast.Assign) and len(bound.targets) == 1:
+        target = bound.targets[0]
+        if holder is not call and isinstance(target, ast.Name):
+            return holder, target  # already the indices
+        return holder, target if holder is call else None
+    return holder, None
+
+
+def _index_names(target: ast.expr | None, short: str) -> list[str]:
+    if isinstance(target, ast.Tuple) and short in _INDEX_POSITION and len(target.elts) > _INDEX_POSITION[short]:
+        element = target.elts[_INDEX_POSITION[short]]
+        return [element.id] if isinstance(element, ast.Name) and element.id != "_" else []
+    if isinstance(target, ast.Name):
+        return [target.id]
+    return []
+
+
+def _mentions(expression: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(node, ast.Name) and node.id in names for node in ast.walk(expression))
+
+
+def _routing_position(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST | None:
+    """The indexing or routing call that `node` (or an expression built from it) feeds directly."""
+    child = node
+    parent = parents.get(id(child))
+    while parent is not None and not isinstance(parent, (ast.stmt, ast.Lambda, ast.comprehension)):
+        if isinstance(parent, ast.Subscript) and parent.slice is child:
+            return parent
+        if isinstance(parent, ast.Call) and _routing_call(parent) and (child in parent.args or child in [k.value for k in parent.keywords]):
+            return parent
+        if isinstance(parent, ast.Attribute) and parent.attr in sac_ops.ROUTING_CALLS:
+            call = parents.get(id(parent))
+            if isinstance(call, ast.Call) and call.func is parent:
+                return call  # `experts.bincount()`
+        if isinstance(parent, ast.Call):
+            return None  # another call's argument: what it returns is not followed here
+        child, parent = parent, parents.get(id(parent))
+    return None
+
+
+def _routing_call(call: ast.Call) -> bool:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in sac_ops.ROUTING_CALLS

@@ -1,0 +1,105 @@
+"""Which aten ops torch calls dispatch, as data, for what a selective-checkpoint policy saves
+(CKP501, CKP504).
+
+A policy (`create_selective_checkpoint_contexts([torch.ops.aten.mm.default, ...])`) sees ops
+after decomposition, so a rule that asks "does the policy save this call's output" needs the
+op each call reaches. Measured on torch 2.13 CPU with a dispatch mode: `torch.mm`, `x @ w`
+and `torch.matmul` reach `aten.mm` (an N-D input through `_unsafe_view`), `F.linear` with a
+bias `aten.addmm`, without one `aten.mm`; `torch.argsort` reaches `aten.sort` (`stable=True`:
+`aten.sort.stable`); `index_put_` keeps its in-place name.
+
+PRODUCERS: calls whose output is an op a policy may save (CKP501 reads an in-place change of
+it). NONDETERMINISTIC: ops whose recompute may differ from the forward (CKP504): selections
+whose indices flip between near-equal scores (`topk`, unstable `sort`/`argsort`,
+`argmax`/`argmin`), reported only where the indices choose what is computed (routing), and
+accumulations in arbitrary order on CUDA (`histc`, weighted `bincount`, `scatter_add`,
+`index_add`, `index_put_(accumulate=True)`, `scatter_reduce`), reported wherever they run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_F = "torch.nn.functional."
+
+# qualified function -> the op whose output it returns
+PRODUCERS: dict[str, str] = {
+    "torch.mm": "aten.mm",
+    "torch.matmul": "aten.mm",
+    "torch.bmm": "aten.bmm",
+    "torch.addmm": "aten.addmm",
+    "torch.baddbmm": "aten.baddbmm",
+    _F + "linear": "aten.addmm",  # with a bias; without one: aten.mm (LINEAR_WITHOUT_BIAS)
+    "torch.relu": "aten.relu",
+    _F + "relu": "aten.relu",
+    _F + "gelu": "aten.gelu",
+    _F + "silu": "aten.silu",
+    "torch.sigmoid": "aten.sigmoid",
+    "torch.tanh": "aten.tanh",
+    "torch.softmax": "aten._softmax",
+    _F + "softmax": "aten._softmax",
+}
+LINEAR = _F + "linear"
+LINEAR_WITHOUT_BIAS = "aten.mm"
+METHOD_PRODUCERS: dict[str, str] = {"mm": "aten.mm", "matmul": "aten.mm", "bmm": "aten.bmm", "relu": "aten.relu", "sigmoid": "aten.sigmoid", "tanh": "aten.tanh", "softmax": "aten._softmax"}
+MATMUL_OPERATOR = "aten.mm"  # `x @ w`
+# producers whose N-D form returns an `_unsafe_view` of the op's output: an in-place change of
+# it bypasses SAC's mutation check in eager and the gradient is silently wrong (measured, 2.13)
+RESHAPED_WHEN_BATCHED = frozenset({"torch.matmul", "matmul", "@", LINEAR})
+
+# in-place functions: the first argument is changed
+INPLACE_FUNCTIONS = frozenset({"torch.relu_", _F + "relu_", "torch.sigmoid_", "torch.tanh_", _F + "elu_", _F + "leaky_relu_", _F + "hardtanh_"})
+# functions that change their first argument with `inplace=True`
+INPLACE_KEYWORD_FUNCTIONS = frozenset(
+    _F + name for name in ("relu", "relu6", "silu", "elu", "selu", "celu", "leaky_relu", "hardtanh", "hardswish", "hardsigmoid", "mish", "rrelu", "threshold", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+)
+
+SELECTION = "selection"  # indices chosen among near-equal scores
+ACCUMULATION = "accumulation"  # floating-point sums in arbitrary order (CUDA atomics)
+
+
+@dataclass(frozen=True)
+class NondeterministicOp:
+    family: str  # what the message calls it: "top-k selection", "histogram"
+    op: str  # the aten op a policy saves: "aten.topk"
+    kind: str = ACCUMULATION
+    only_with: str = ""  # a keyword (or `accumulate=True`) without which it is deterministic
+    not_with: str = ""  # a keyword that makes it deterministic when true (`stable=True`)
+
+
+_SELECTIONS: dict[str, NondeterministicOp] = {
+    "topk": NondeterministicOp("top-k selection", "aten.topk", SELECTION),
+    "sort": NondeterministicOp("sort", "aten.sort", SELECTION, not_with="stable"),
+    "argsort": NondeterministicOp("argsort", "aten.sort", SELECTION, not_with="stable"),
+    "argmax": NondeterministicOp("argmax", "aten.argmax", SELECTION),
+    "argmin": NondeterministicOp("argmin", "aten.argmin", SELECTION),
+}
+_ACCUMULATIONS: dict[str, NondeterministicOp] = {
+    "histc": NondeterministicOp("histogram", "aten.histc"),
+    "bincount": NondeterministicOp("weighted bincount", "aten.bincount", only_with="weights"),
+    "scatter_add": NondeterministicOp("scatter-add", "aten.scatter_add"),
+    "index_add": NondeterministicOp("index-add", "aten.index_add"),
+    "index_put": NondeterministicOp("accumulating index-put", "aten.index_put", only_with="accumulate"),
+    "scatter_reduce": NondeterministicOp("scatter-reduce", "aten.scatter_reduce"),
+}
+_IN_PLACE_ACCUMULATIONS: dict[str, NondeterministicOp] = {
+    "scatter_add_": NondeterministicOp("scatter-add", "aten.scatter_add_"),
+    "index_add_": NondeterministicOp("index-add", "aten.index_add_"),
+    "index_put_": NondeterministicOp("accumulating index-put", "aten.index_put_", only_with="accumulate"),
+    "scatter_reduce_": NondeterministicOp("scatter-reduce", "aten.scatter_reduce_"),
+}
+
+NONDETERMINISTIC_FUNCTIONS: dict[str, NondeterministicOp] = {f"torch.{name}": op for name, op in {**_SELECTIONS, **_ACCUMULATIONS}.items()}
+"""Non-deterministic torch functions by qualified name."""
+NONDETERMINISTIC_METHODS: dict[str, NondeterministicOp] = {**_SELECTIONS, **_ACCUMULATIONS, **_IN_PLACE_ACCUMULATIONS}
+"""The same as tensor methods (`scores.topk(k)`, `counts.index_add_(0, idx, ones)`)."""
+
+# calls whose argument (or receiver) choosing positions makes a selection's indices route:
+# they pick which rows, experts or slots the rest of the region computes with
+ROUTING_CALLS = frozenset(
+    {
+        "gather", "index_select", "take_along_dim", "take", "scatter", "scatter_", "scatter_add", "scatter_add_",
+        "scatter_reduce", "scatter_reduce_", "index_add", "index_add_", "index_copy", "index_copy_", "index_put",
+        "index_put_", "index_fill", "index_fill_", "one_hot", "bincount", "histc", "masked_select", "embedding",
+    }
+)  # fmt: skip

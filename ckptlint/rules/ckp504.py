@@ -1,0 +1,100 @@
+"""CKP504: a non-deterministic op recomputed inside a region (routing selections, accumulations)."""
+
+from ckptlint.regions.summary import NONDETERMINISTIC_OP
+from ckptlint.rules.base import CheckpointCall, Effect, RegionRule
+
+_EVERY_OP = "*"  # sac_policy.EVERY_OP: a policy that saves every op's output
+_FIX = "save it with a selective-checkpoint policy (`context_fn=functools.partial(create_selective_checkpoint_contexts, [torch.ops.{op}.default, ...])`) so the recompute reuses the forward's result"
+
+
+class NondeterministicRecompute(RegionRule):
+    code = "CKP504"
+    name = "nondeterministic-op-recomputed"
+    summary = "The region recomputes an op whose result may differ from the forward's: a top-k/sort/argmax whose indices route (MoE expert choice), or a CUDA accumulation in arbitrary order (`histc`, weighted `bincount`, `scatter_add`, `index_add`, `index_put_(accumulate=True)`, `scatter_reduce`)."
+    explanation = """
+        The backward of a checkpointed region runs its forward again and differentiates the
+        recompute, trusting it to compute what the forward did. Two kinds of ops break that
+        trust without raising:
+
+        - **selections whose indices route**: `torch.topk`, unstable `torch.sort`/`argsort`,
+          `argmax`/`argmin`. When the scores they select from are recomputed with the
+          slightest numerical difference (any non-deterministic kernel upstream, a different
+          split-K or atomics order) or hold ties that the kernel breaks differently, the
+          recompute picks other experts than the forward did; tokens are dispatched to other
+          experts in the backward than in the forward and the gradients of the router and
+          the experts are silently wrong (it has corrupted MoE routing gradients in public
+          trainers). Reported only when the indices choose what the region computes: used as
+          an index (`x[order]`) or passed to a call that picks positions (`F.one_hot`,
+          `gather`, `index_select`, `scatter_`, `bincount`, `histc`, ...), directly or
+          through names computed from them in the same function. Indices kept for a metric
+          (`(logits.argmax(-1) == labels).float().mean()`) or discarded (`values, _ =
+          torch.topk(...)`) are not reported; neither are `stable=True` sorts.
+        - **accumulations in arbitrary order**: `torch.histc`, `torch.bincount(...,
+          weights=...)`, `scatter_add`, `index_add`, `index_put_(..., accumulate=True)`,
+          `scatter_reduce`. On CUDA they add with atomics (torch lists them as
+          non-deterministic under `torch.use_deterministic_algorithms`), so the recompute's
+          floating-point sums can differ from the forward's. On CPU they are deterministic;
+          the linter cannot know the device and reports them in any region.
+
+        Saving the op with a selective-checkpoint policy removes the hazard: the recompute
+        returns the forward's cached output instead of running the op (torch 2.13
+        `_CachedTorchDispatchMode`). Not reported when the call's policy saves the op (the
+        policy's op list; `argsort` is saved as `aten.sort`), nor outside regions. The ops
+        are a catalogue (regions/sac_ops.py).
+    """
+    bad = """
+        import torch
+        import torch.nn.functional as F
+        from torch.utils.checkpoint import checkpoint
+
+
+        class MoE(torch.nn.Module):
+            def route(self, x):
+                scores = self.gate(x).softmax(dim=-1)
+                weights, experts = torch.topk(scores, 2, dim=-1)
+                mask = F.one_hot(experts, num_classes=8)  # the recompute may pick other experts
+                return self.dispatch(x, weights, mask)
+
+            def forward(self, x):
+                return checkpoint(self.route, x, use_reentrant=False)
+    """
+    good = """
+        import functools
+
+        import torch
+        import torch.nn.functional as F
+        from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+        SAVE_TOPK = functools.partial(create_selective_checkpoint_contexts, [torch.ops.aten.topk.default])
+
+
+        class MoE(torch.nn.Module):
+            def route(self, x):
+                scores = self.gate(x).softmax(dim=-1)
+                weights, experts = torch.topk(scores, 2, dim=-1)
+                mask = F.one_hot(experts, num_classes=8)
+                return self.dispatch(x, weights, mask)
+
+            def forward(self, x):
+                return checkpoint(self.route, x, use_reentrant=False, context_fn=SAVE_TOPK)
+    """
+    remedy = """
+        Save the op with a selective-checkpoint policy: `context_fn=functools.partial(
+        create_selective_checkpoint_contexts, [torch.ops.aten.topk.default])` (add it to an
+        existing list), so the recompute reuses the forward's indices or sums. Alternatively
+        compute the routing outside the checkpointed region and pass its result in, or run
+        with `torch.use_deterministic_algorithms(True)` where deterministic kernels exist.
+        No automatic fix: where the policy list lives is the project's choice.
+    """
+    confirmed_by = frozenset({"output", "input-grad", "parameter-grad"})
+    kinds = frozenset({NONDETERMINISTIC_OP})
+    messages = {
+        "selection": "`{callee}()` ({family}) is recomputed inside the region and its indices route (`{use}`, line {use_line}): "
+        "near-equal scores can pick other indices at recompute, so the backward routes differently from the forward; " + _FIX,
+        "accumulation": "`{callee}()` ({family}) is recomputed inside the region: it accumulates in arbitrary order on CUDA, "
+        "so the recompute may differ from the forward; " + _FIX,
+    }
+
+    def applies(self, call: CheckpointCall, effect: Effect) -> bool:
+        saved = call.saved_ops
+        return not (effect.saved_by(saved) or _EVERY_OP in saved)
