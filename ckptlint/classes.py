@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ckptlint.syntax import walk_branches
 from ckptlint.project import Project
@@ -79,6 +79,13 @@ class ClassInfo:
 
     def methods(self) -> Iterator[Scope]:
         return (child for child in self.scope.children if child.kind == FUNCTION)
+
+    def mentions(self, words: Iterable[str]) -> bool:
+        """Whether the class's own lines hold one of `words`: a text search that lets a pass skip
+        a class whose syntax cannot name what it looks for (cheaper than walking it)."""
+        node = self.node
+        lines = self.module.source.lines[node.lineno - 1 : node.end_lineno or node.lineno]
+        return any(word in line for line in lines for word in words)
 
     def method(self, name: str) -> Scope | None:
         return self._methods_by_name.get(name)

@@ -555,6 +555,8 @@ class GradFlow:
         found = self._freezing_memo.get(id(info.scope))
         if found is None:
             found = self._freezing_memo[id(info.scope)] = []
+            if not info.mentions(_GRAD_STATE_WORDS):
+                return found  # no line can freeze, hook or register anything: nothing to walk
             for method in info.methods():
                 receiver = method.first_parameter()
                 if receiver is None:
@@ -1102,6 +1104,9 @@ def _grad_context(expr: ast.expr) -> str | None:
     if leaf in ("enable_grad", "set_grad_enabled"):
         return "enable"
     return None
+
+
+_GRAD_STATE_WORDS = ("requires_grad", "register_", "parameters")  # what each shape `_touches_grad_state` accepts spells
 
 
 def _touches_grad_state(node: ast.AST) -> bool:

@@ -80,7 +80,7 @@ class LayerCalls:
         """The attributes of `info` (and its project bases) whose assignments name one of `words`, with those named."""
         held: dict[str, set[str]] = {}
         for cls in self._local_mro(info):
-            if not _mentions(cls, words):
+            if not cls.mentions(words):
                 continue  # its assignments cannot name a layer class: no need to scan them
             for attribute, names in self._assigned_names(cls).items():
                 named = names & words
@@ -161,14 +161,6 @@ class ReentrantCalls:
         classes = self.layer_calls.instance_classes(module, frozenset(self.layers))
         found = [(node, scope) for node, scope in module.calls if name in classes.get(id(node), ())]
         return sorted(found, key=lambda item: (item[0].lineno, item[0].col_offset))
-
-
-def _mentions(info: ClassInfo, words: set[str]) -> bool:
-    """Whether the class's own lines hold one of `words` (a text search: scanning the class's
-    attribute assignments for every class of a module cost a twentieth of a cold run)."""
-    node = info.node
-    lines = info.module.source.lines[node.lineno - 1 : node.end_lineno or node.lineno]
-    return any(word in line for line in lines for word in words)
 
 
 def _layer_name(call: CheckpointCall) -> str:

@@ -13,14 +13,13 @@ from __future__ import annotations
 import ast
 import os
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.prefilter import WORDS_ONLY
 from ckptlint.project import Project, read_content
-from ckptlint.symbols import ModuleSymbols, Scope, positional_parameters
+from ckptlint.symbols import ASSIGN, IMPORT, ModuleSymbols, Scope, positional_parameters
 
 
 class MethodCallers:
@@ -31,7 +30,7 @@ class MethodCallers:
         self._method_calls: dict[int, list[tuple[ast.Call, ModuleSymbols, Scope]]] = {}  # by id of the method scope
         self._self_call_index: weakref.WeakKeyDictionary[ModuleSymbols, SelfCalls] = weakref.WeakKeyDictionary()
         self._caller_module_memo: dict[int, tuple[list[ModuleSymbols], dict[str, str]]] = {}  # by id of the class scope
-        self._words_by_directory: dict[str, list[tuple[str, str, frozenset[str]]]] = {}
+        self._words_by_directory: dict[str, list[tuple[str, str, frozenset[bytes]]]] = {}
 
     def arguments(self, info: ClassInfo, scope: Scope, name: str) -> Iterator[tuple[ast.expr | None, ModuleSymbols, Scope, int]]:
         """(the argument passed for `name` or None when unknown, the calling module and scope, its
@@ -63,7 +62,7 @@ class MethodCallers:
                     found.append((call, module, caller))
             if node.name != "forward":
                 continue
-            for owner, attribute in index.built.get(info.qualified_name, ()):
+            for owner, attribute in index.built(info.qualified_name):
                 for call, caller, calling in (*index.direct.get(attribute, ()), *index.forward.get(attribute, ())):
                     if calling.node is owner.node:
                         found.append((call, module, caller))
@@ -99,9 +98,10 @@ class MethodCallers:
         project = self.project
         # a caller imports the class from its module (`from .vae import EncoderTiny`): a file that
         # names the class but never the module defines its own (transformers' modular_*.py)
-        stem = os.path.basename(module.source.path)[:-3]
+        stem = os.path.basename(module.source.path)[:-3].encode()
+        name = info.name.encode()
         for entry, path, words in self._directory_words(directory):
-            if os.path.abspath(path) == os.path.abspath(module.source.path) or info.name not in words or stem not in words:
+            if name not in words or stem not in words or os.path.abspath(path) == os.path.abspath(module.source.path):
                 continue
             sibling = project.module_named(f"{package}.{entry[:-3]}" if package else entry[:-3])
             loaded = project.loaded_at(path)
@@ -110,8 +110,9 @@ class MethodCallers:
                 consulted[os.fspath(loaded.path)] = loaded.digest
         return found, consulted
 
-    def _directory_words(self, directory: str) -> list[tuple[str, str, frozenset[str]]]:
-        """(file name, path, its words) for each module of a directory but `__init__.py`, read once."""
+    def _directory_words(self, directory: str) -> list[tuple[str, str, frozenset[bytes]]]:
+        """(file name, path, its words) for each module of a directory but `__init__.py`, read
+        once; words stay bytes (decoding every word of a model directory cost more than reading it)."""
         found = self._words_by_directory.get(directory)
         if found is None:
             found = self._words_by_directory[directory] = []
@@ -127,7 +128,7 @@ class MethodCallers:
                 except OSError:
                     continue
                 data = content.encode() if isinstance(content, str) else content
-                found.append((entry, path, frozenset(word.decode() for word in data.translate(WORDS_ONLY).split())))
+                found.append((entry, path, frozenset(data.translate(WORDS_ONLY).split())))
         return found
 
     def take_consulted(self) -> dict[str, str]:
@@ -137,15 +138,18 @@ class MethodCallers:
 
 
 
-@dataclass
 class SelfCalls:
     """A module's calls through `self`, by attribute: `self.x(...)` (`direct`) and
-    `self.x.forward(...)` (`forward`), each with its scope and class; and which attributes its
-    classes build from which class (`built`: `self.encoder = Encoder(...)`, every assignment)."""
+    `self.x.forward(...)` (`forward`), each with its scope and class; and, asked per class,
+    which attributes its classes build from it (`built`: `self.encoder = Encoder(...)`)."""
 
-    direct: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]]
-    forward: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]]
-    built: dict[str, list[tuple[ClassInfo, str]]]
+    def __init__(self, module: ModuleSymbols, classes: ClassIndex, direct: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]], forward: dict[str, list[tuple[ast.Call, Scope, ClassInfo]]]):
+        self.module = module
+        self.classes = classes
+        self.direct = direct
+        self.forward = forward
+        self._built: dict[str, list[tuple[ClassInfo, str]]] = {}
+        self._aliases: dict[str, set[str]] | None = None
 
     @classmethod
     def of(cls, module: ModuleSymbols, classes: ClassIndex) -> SelfCalls:
@@ -167,9 +171,23 @@ class SelfCalls:
             owner = classes.enclosing_class(module, caller)
             if owner is not None:
                 into.setdefault(attribute, []).append((call, caller, owner))
-        built: dict[str, list[tuple[ClassInfo, str]]] = {}
+        return cls(module, classes, direct, forward)
+
+    def built(self, qualified: str) -> list[tuple[ClassInfo, str]]:
+        """The (class, attribute) pairs whose every assignment builds the class `qualified`, in
+        source order, once per class name. Only classes whose lines name it (or a module-level
+        alias of it) are scanned: scanning every class of every caller module cost a twentieth
+        of a cold run on transformers."""
+        found = self._built.get(qualified)
+        if found is not None:
+            return found
+        found = self._built[qualified] = []
+        module = self.module
+        words = {qualified.rpartition(".")[2], *self._alias_names().get(qualified, ())}
         for node, _ in module.classes:
-            owner = classes.info(module, module.scope_of[id(node)])
+            owner = self.classes.info(module, module.scope_of[id(node)])
+            if not owner.mentions(words):
+                continue
             for attribute, assignments in owner.attribute_assignments.items():
                 names = {
                     module.qualified_name(a.value.func, a.method)
@@ -177,9 +195,22 @@ class SelfCalls:
                     else None
                     for a in assignments
                 }
-                if len(names) == 1 and None not in names:
-                    built.setdefault(str(names.pop()), []).append((owner, attribute))
-        return cls(direct, forward, built)
+                if names == {qualified}:
+                    found.append((owner, attribute))
+        return found
+
+    def _alias_names(self) -> dict[str, set[str]]:
+        """Module-level names bound to another name's class (`from .enc import Encoder as E`), by what they resolve to."""
+        if self._aliases is None:
+            self._aliases = {}
+            module = self.module
+            for name, bindings in module.scope.bindings.items():
+                for binding in bindings:
+                    if binding.kind in (IMPORT, ASSIGN):
+                        resolved = module.binding_qualified_name(binding)
+                        if resolved is not None and resolved.rpartition(".")[2] != name:
+                            self._aliases.setdefault(resolved, set()).add(name)
+        return self._aliases
 
 
 def receiver(scope: Scope) -> str | None:
