@@ -14,8 +14,9 @@ during the replay (the region's own frames, after a graph break) are reset after
 
 from __future__ import annotations
 
-import copy
+import builtins
 import contextlib
+import copy
 import inspect
 import traceback
 import types
@@ -102,18 +103,22 @@ def _is_default(value: Any, default: Any) -> bool:
 
 
 def _fresh_checkpointed(fn: Callable[..., Any], flags: dict[str, Any]) -> Callable[..., Any]:
-    """`checkpoint(fn, *args, **flags)` as a function with a code object of its own: dynamo
-    keys its caches (and its recompile limit) by code object. It names the module attribute
-    `torch.utils.checkpoint.checkpoint`, which dynamo recognises by identity (patched or not),
-    so the call is traced as checkpoint's higher-order op, never through its Python."""
-    keywords = checkpoint_keywords(flags)
+    """`checkpoint(fn, *args, **flags)` as a function with a code object of its own (dynamo keys
+    its caches and its recompile limit by code object) and globals of its own: dynamo reads a
+    `context_fn` it reaches through a closure lazily and refuses it, one in globals it accepts.
+    It names the module attribute `torch.utils.checkpoint.checkpoint`, which dynamo recognises
+    by identity (patched or not), so the call is traced as checkpoint's higher-order op."""
+    namespace = {"__builtins__": builtins, "torch": torch, "_region": fn, "_keywords": checkpoint_keywords(flags)}
+    return types.FunctionType(_checkpointed.__code__.replace(), namespace, "checkpointed")
 
-    def checkpointed(*args: Any, **kwargs: Any) -> Any:
-        return torch.utils.checkpoint.checkpoint(fn, *args, **keywords, **kwargs)
 
-    return types.FunctionType(
-        checkpointed.__code__.replace(), checkpointed.__globals__, checkpointed.__name__, None, checkpointed.__closure__
-    )
+_region: Callable[..., Any]  # bound in each replay's own globals (_fresh_checkpointed)
+_keywords: dict[str, Any]
+
+
+def _checkpointed(*args: Any, **kwargs: Any) -> Any:
+    """The template of each replay's function: read with that replay's globals."""
+    return torch.utils.checkpoint.checkpoint(_region, *args, **_keywords, **kwargs)
 
 
 def graph_breaks() -> int:
