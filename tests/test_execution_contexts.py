@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts, noop_context_fn
 
 aten = torch.ops.aten
 LOG: list[int] = []  # an outer list a region appends to (a MoE aux-loss list)
@@ -263,6 +263,20 @@ def test_a_partial_or_module_level_context_fn_compiles(context_fn: Callable[[], 
         return checkpoint(matmul_relu, x, use_reentrant=False, context_fn=context_fn)
 
     assert same(gradients(compiled(step, fullgraph=True)), gradients(matmul_relu))
+
+
+def test_passing_the_default_noop_context_fn_explicitly_fails_under_compile() -> None:
+    def stepping_with(context_fn: Callable[[], Any]) -> Callable[[torch.Tensor], torch.Tensor]:
+        def step(x: torch.Tensor) -> torch.Tensor:
+            return checkpoint(matmul_relu, x, use_reentrant=False, context_fn=context_fn)
+
+        return step
+
+    # dynamo compares the variable tracker, not the function, with noop_context_fn: checkpoint's
+    # own default, given explicitly (a wrapper forwarding every flag), is refused
+    with pytest.raises(torch._dynamo.exc.InternalTorchDynamoError, match="checkpoint not implemented for .*LazyVariableTracker.* context_fn"):
+        gradients(compiled(stepping_with(noop_context_fn), fullgraph=True))
+    assert same(gradients(compiled(stepping_with(mm_context_fn), fullgraph=True)), gradients(matmul_relu))  # any other function compiles
 
 
 # --- an outer saved-tensors hook (save_on_cpu) ---------------------------------------------------

@@ -14,7 +14,6 @@ during the replay (the region's own frames, after a graph break) are reset after
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import copy
 import inspect
@@ -42,7 +41,7 @@ from ckptlint.runtime.snapshot import Snapshot
 COMPILED_CATEGORY = "compiled"
 BACKEND = "aot_eager"
 # the keywords public `checkpoint` takes and their defaults: a compiled replay passes on those
-# the user changed (dynamo refuses `context_fn=noop_context_fn` given explicitly through a closure)
+# the user changed (dynamo 2.13 refuses `context_fn=noop_context_fn` given explicitly)
 _CHECKPOINT_DEFAULTS = {
     name: parameter.default
     for name, parameter in inspect.signature(torch_checkpoint.checkpoint).parameters.items()
@@ -103,22 +102,16 @@ def _is_default(value: Any, default: Any) -> bool:
 
 
 def _fresh_checkpointed(fn: Callable[..., Any], flags: dict[str, Any]) -> Callable[..., Any]:
-    """`checkpoint(fn, *args, **flags)` as a function with a code object of its own (dynamo keys
-    its caches and its recompile limit by code object) and globals of its own: dynamo reads a
-    `context_fn` it reaches through a closure lazily and refuses it, one in globals it accepts.
-    It names the module attribute `torch.utils.checkpoint.checkpoint`, which dynamo recognises
-    by identity (patched or not), so the call is traced as checkpoint's higher-order op."""
-    namespace = {"__builtins__": builtins, "torch": torch, "_region": fn, "_keywords": checkpoint_keywords(flags)}
-    return types.FunctionType(_checkpointed.__code__.replace(), namespace, "checkpointed")
+    """`checkpoint(fn, *args, **flags)` as a function with a code object of its own: dynamo keys
+    its caches (and its recompile limit) by code object. It names the module attribute
+    `torch.utils.checkpoint.checkpoint`, which dynamo recognises by identity (patched or not),
+    so the call is traced as checkpoint's higher-order op, never through its Python."""
+    keywords = checkpoint_keywords(flags)
 
+    def checkpointed(*args: Any, **kwargs: Any) -> Any:
+        return torch.utils.checkpoint.checkpoint(fn, *args, **keywords, **kwargs)
 
-_region: Callable[..., Any]  # bound in each replay's own globals (_fresh_checkpointed)
-_keywords: dict[str, Any]
-
-
-def _checkpointed(*args: Any, **kwargs: Any) -> Any:
-    """The template of each replay's function: read with that replay's globals."""
-    return torch.utils.checkpoint.checkpoint(_region, *args, **_keywords, **kwargs)
+    return types.FunctionType(checkpointed.__code__.replace(), checkpointed.__globals__, "checkpointed", None, checkpointed.__closure__)
 
 
 def graph_breaks() -> int:
