@@ -110,6 +110,26 @@ def test_conv_block_bytes_and_flops_exactly() -> None:
     assert "4.0 KiB the region saves is its own output" in cost["hints"][0]["message"]
 
 
+# Attention on the CPU: F.scaled_dot_product_attention(q, q, q) with q (2, 4, 16, 8) float32
+# runs `_scaled_dot_product_flash_attention_for_cpu`, for which torch 2.13 registers no FLOP
+# formula; the companion counts it with torch's own (sdpa_flop_count): q @ k^T is
+# 2 * (2*4) * 16 * 16 * 8 = 32768, attention @ v the same: 65536, recomputed in full (the
+# kernel saves its output and logsumexp after computing). Saved: q (= k = v, one storage:
+# 2*4*16*8*4 = 4096 B, the input), the output (4096 B, not freed) and logsumexp (2, 4, 16):
+# 512 B, the only activation.
+def test_cpu_attention_counts_flops_with_torchs_formula() -> None:
+    cost = _cost(_Attend(), torch.randn(2, 4, 16, 8, requires_grad=True), False)
+    assert cost["forward_ops"] == {"aten._scaled_dot_product_flash_attention_for_cpu": 1}
+    assert (cost["forward_flops"], cost["recomputed_flops"]) == (65536, 65536)
+    assert cost["saved_bytes"]["plain"] == {"activation": 512, "output": 4096, "input": 4096, "parameter": 0, "captured": 0}
+    assert cost["freed_bytes"] == 512
+
+
+class _Attend(torch.nn.Module):
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q)
+
+
 def _hint_kinds(region: torch.nn.Module, x: torch.Tensor) -> list[str]:
     return [hint["kind"] for hint in _cost(region, x, False)["hints"]]
 

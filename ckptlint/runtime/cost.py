@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 
 from ckptlint.runtime.cost_hints import hints
@@ -39,8 +40,8 @@ from ckptlint.runtime.snapshot import Snapshot
 
 MIB = 1024 * 1024
 LARGEST = 5  # saved tensors listed per region
-# autograd's own bookkeeping, not computation
-_NOT_COMPUTE = frozenset({"aten.detach", "aten.alias", "aten.lift_fresh", "aten._to_copy", "aten.clone", "aten.copy_"})
+# autograd's own bookkeeping and reshapes that copy nothing new: not computation
+_NOT_COMPUTE = frozenset({"aten.detach", "aten.alias", "aten.lift_fresh", "aten._unsafe_view"})
 # kinds of saved storage; only activations are freed by checkpointing
 ACTIVATION, OUTPUT, INPUT, PARAMETER, CAPTURED = "activation", "output", "input", "parameter", "captured"
 KINDS = (ACTIVATION, OUTPUT, INPUT, PARAMETER, CAPTURED)
@@ -171,7 +172,7 @@ class ForwardWatch:
     @contextlib.contextmanager
     def counting(self, replaying: Callable[[], Any]) -> Iterator[None]:
         """Around the whole replay: the call's own replay context, and the FLOP count."""
-        with replaying(), FlopCounterMode(display=False) as counter:
+        with replaying(), FlopCounterMode(display=False, custom_mapping=_cpu_attention_formulas()) as counter:
             self.counter = counter
             try:
                 yield
@@ -181,6 +182,27 @@ class ForwardWatch:
 
     def bytes_by_kind(self) -> dict[str, int]:
         return {kind: sum(s.nbytes for s in self.saved.values() if s.kind == kind) for kind in KINDS}
+
+
+def _cpu_attention_formulas() -> dict[Any, Callable[..., int]]:
+    """torch registers FLOP formulas for the CUDA attention kernels only, so CPU attention
+    (`F.scaled_dot_product_attention` runs `_scaled_dot_product_flash_attention_for_cpu`)
+    would count zero: count its products with torch's own formulas for the same maths."""
+    aten = torch.ops.aten
+    formulas: dict[Any, Callable[..., int]] = {}
+    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu") and hasattr(flop_counter, "sdpa_flop_count"):
+
+        def forward(query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+            return int(flop_counter.sdpa_flop_count(query, key, value))  # type: ignore[no-untyped-call]
+
+        formulas[aten._scaled_dot_product_flash_attention_for_cpu] = forward
+    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward") and hasattr(flop_counter, "sdpa_backward_flop_count"):
+
+        def backward(grad_out: Any, query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+            return int(flop_counter.sdpa_backward_flop_count(grad_out, query, key, value))  # type: ignore[no-untyped-call]
+
+        formulas[aten._scaled_dot_product_flash_attention_for_cpu_backward] = backward
+    return formulas
 
 
 def _numel(shape: tuple[int, ...]) -> int:
