@@ -120,6 +120,9 @@ TRANSPARENCY = [
     ("nonlocal_counter", "non-reentrant"),
     ("sequential_keyword_dropout", "non-reentrant"),
     ("hidden_parameter", "reentrant"),
+    ("numpy_RandomState_on_module", "non-reentrant"),
+    ("torch_generator_on_module", "reentrant"),
+    ("closure_over_user_graph", "non-reentrant"),
 ]
 
 
