@@ -12,28 +12,78 @@ from typing import Any, Iterable
 
 SITES_IN_MESSAGE = 3  # checkpoint calls a message names; JSON's `checkpoint_sites` lists all
 
+# finding severities, least severe first: what reporters map to their levels
+NOTE = "note"
+WARNING = "warning"
+ERROR = "error"
+SEVERITIES = (NOTE, WARNING, ERROR)
+
+
+def most_severe(severities: Iterable[str]) -> str:
+    """The most severe of `severities` ("" when there is none)."""
+    return max(severities, key=lambda s: SEVERITIES.index(s) if s in SEVERITIES else -1, default="")
+
+
+@dataclass(frozen=True)
+class SiteContext:
+    """How a checkpoint site runs (regions/execution_context.py) and what that does to the
+    finding's hazard there: `consequence` is "" where it is as in eager; `facts` is the
+    context as JSON (`ExecutionContext.to_dict`)."""
+
+    description: str  # "eager", "under torch.compile(fullgraph=True) at train.py:5"
+    consequence: str = ""  # "rejected by compile", "not replayed", "neutralised by a saved op", ...
+    severity: str = ""  # NOTE / WARNING / ERROR at this site; "" the rule's own level
+    facts: dict[str, Any] = field(default_factory=dict, hash=False)
+    because: str = ""  # why the consequence holds
+
+    @property
+    def eager(self) -> bool:
+        return self.description == "eager"
+
+    def describe(self) -> str:
+        if not self.consequence:
+            return self.description
+        return f"{self.description}: {self.consequence}" + (f", as {self.because}" if self.because else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.facts, "description": self.description, "consequence": self.consequence, "because": self.because, "severity": self.severity}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SiteContext:
+        named = ("description", "consequence", "because", "severity")
+        facts = {k: v for k, v in data.items() if k not in named}
+        return cls(data["description"], data.get("consequence", ""), data.get("severity", ""), facts, data.get("because", ""))
+
 
 @dataclass(frozen=True, order=True)
 class Site:
-    """A checkpoint call that reaches a finding, and the calls on the way."""
+    """A checkpoint call that reaches a finding, and the calls on the way; `context`, how the
+    call runs, is not part of its identity (it is a function of the call)."""
 
     path: str
     line: int
     column: int
     chain: tuple[str, ...] = ()
+    context: SiteContext | None = field(default=None, compare=False)
 
     def describe(self) -> str:
         where = f"checkpointed at {self.path}:{self.line}"
         if self.chain:
             where += " via " + " -> ".join(self.chain)
+        if self.context is not None and not self.context.eager:
+            where += " " + self.context.describe()
         return where
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "column": self.column, "chain": list(self.chain)}
+        data: dict[str, Any] = {"path": self.path, "line": self.line, "column": self.column, "chain": list(self.chain)}
+        if self.context is not None:
+            data["context"] = self.context.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Site:
-        return cls(data["path"], data["line"], data["column"], tuple(data.get("chain", ())))
+        context = SiteContext.from_dict(data["context"]) if isinstance(data.get("context"), dict) else None
+        return cls(data["path"], data["line"], data["column"], tuple(data.get("chain", ())), context)
 
 
 @dataclass(frozen=True, order=True)
@@ -101,6 +151,8 @@ class Finding:
     end_column: int
     sites: tuple[Site, ...] = ()
     fixes: tuple[Fix, ...] = field(default=(), compare=False)
+    # NOTE / WARNING / ERROR as the sites' contexts make it (context_verdicts.py); "" the rule's level
+    severity: str = field(default="", compare=False)
 
     @property
     def message(self) -> str:
@@ -138,6 +190,7 @@ class Finding:
             "checkpoint_sites": [site.to_dict() for site in self.sites],
             "fix_available": bool(self.fixes),
             "fixes": [fix.to_dict() for fix in self.fixes],
+            **({"severity": self.severity} if self.severity else {}),
         }
 
     @classmethod
@@ -152,6 +205,7 @@ class Finding:
             end_column=data["end_column"],
             sites=tuple(Site.from_dict(s) for s in data.get("checkpoint_sites", ())),
             fixes=tuple(Fix.from_dict(f) for f in data.get("fixes", ())),
+            severity=data.get("severity", ""),
         )
 
 
@@ -165,5 +219,6 @@ def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
             continue
         sites = tuple(sorted(set(seen.sites) | set(finding.sites)))
         fixes = seen.fixes or finding.fixes
-        merged[finding.key] = replace(seen, sites=sites, fixes=fixes)
+        severity = most_severe((seen.severity, finding.severity))
+        merged[finding.key] = replace(seen, sites=sites, fixes=fixes, severity=severity)
     return sorted(merged.values())

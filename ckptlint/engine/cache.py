@@ -40,7 +40,7 @@ from ckptlint.catalogue import COMPOSITION_WORDS
 from ckptlint.prefilter import Names
 
 CACHE_DIR_NAME = ".ckptlint_cache"
-FORMAT = 4  # bump when the JSON layout changes: an index of another format is ignored
+FORMAT = 5  # bump when the JSON layout changes: an index of another format is ignored (5: sites' contexts, severity)
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by ckptlint.\n"
 
 StatRecord = tuple[int, int, int, int, str]  # size, mtime_ns, ctime_ns, inode, content digest
@@ -333,7 +333,7 @@ def _calls(value: object) -> tuple[dict[str, object], ...]:
 
 def _well_typed(finding: Finding) -> bool:
     """What `Finding.from_dict` takes on trust: every position an int, every text a str."""
-    texts = (finding.path, finding.code, finding.summary)
+    texts = (finding.path, finding.code, finding.summary, finding.severity)
     positions = (finding.line, finding.column, finding.end_line, finding.end_column)
     if not (all(isinstance(t, str) for t in texts) and all(type(p) is int for p in positions)):
         return False
@@ -341,6 +341,9 @@ def _well_typed(finding: Finding) -> bool:
         if not (isinstance(site.path, str) and type(site.line) is int and type(site.column) is int):
             return False
         if not all(isinstance(step, str) for step in site.chain):
+            return False
+        context = site.context
+        if context is not None and not all(isinstance(t, str) for t in (context.description, context.consequence, context.severity, context.because)):
             return False
     for fix in finding.fixes:
         if not (isinstance(fix.applicability, str) and isinstance(fix.description, str)):

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
+from ckptlint.context_prefilter import CONTEXT_WORDS
 from ckptlint.engine.cache import Cache, CacheEntry, EntryKind, FrozenNames, Index, ModuleEdges, RuleSet
 from ckptlint.engine.worker import Outcome
 from ckptlint.engine.workspace import Workspace
@@ -54,7 +55,7 @@ class Reuse:
     def recorded_mentions(self) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
         """path -> (the names the last run knew, those the file mentions), for each file whose
         content is unchanged: `Mentions` then reads only files that changed."""
-        universe = self.index.names.words()
+        universe = self.index.names.words() | CONTEXT_WORDS  # saved with them: a warm run reads no file for either
         entries = self.index.entries.items()
         return {path: (universe, entry.hits) for path, entry in entries if entry.digest == self.workspace.digest(path)}
 
@@ -135,7 +136,7 @@ class Reuse:
         `keys` holds the key of every analysed outcome; `names` are the run's final names."""
         if self.cache is None or not self._changed(outcomes, names):
             return
-        words = names.words()
+        words = names.words() | CONTEXT_WORDS
         entries: dict[str, CacheEntry] = {}
         for path in self.files:
             digest = self.workspace.digest(path)

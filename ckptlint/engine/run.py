@@ -10,6 +10,7 @@ reporting), so a new `--select` is a warm run.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -19,6 +20,7 @@ from ckptlint.engine.reuse import Reuse
 from ckptlint.engine.worker import ISSUES_URL, Outcome
 from ckptlint.engine.workspace import Workspace
 from ckptlint.finding import Finding, merge_findings
+from ckptlint.context_prefilter import context_files
 from ckptlint.noqa import apply_suppressions, suppressions_for
 from ckptlint.prefilter import Mentions, Names
 from ckptlint.project import display_path, import_root, load_source
@@ -75,6 +77,8 @@ class Run:
 
     def execute(self) -> LintResult:
         names = Names.of(self.linter.catalogue)
+        # which files compile, set Dynamo's flag or install hooks: what each call's context reads
+        self.settings = replace(self.settings, context_files=context_files(self.files, self.mentions, self.workspace.data))
         with Workers(self.linter.jobs) as workers:
             while True:  # until no new name turns up
                 words = names.words()

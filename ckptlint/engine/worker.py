@@ -36,6 +36,7 @@ from ckptlint.calls import CallFinder
 from ckptlint.catalogue import DEFAULT_CATALOGUE
 from ckptlint.classes import ClassIndex
 from ckptlint.config import Config
+from ckptlint.context_prefilter import ContextFiles
 from ckptlint.call_report import describe_call
 from ckptlint.engine.cache import ModuleEdges, RuleSet
 from ckptlint.engine.discovery import ExcludeMatcher
@@ -43,7 +44,9 @@ from ckptlint.finding import Finding
 from ckptlint.prefilter import Names
 from ckptlint.project import LoadedModule, Project, content_digest, display_path, load_source, read_content
 from ckptlint.regions.composition import Composition
+from ckptlint.regions.context_verdicts import with_contexts
 from ckptlint.regions.effects import RegionEffects
+from ckptlint.regions.execution_context import ExecutionContexts
 from ckptlint.rules import ALL_RULES
 from ckptlint.source import DecodeError, SourceFile
 from ckptlint.syntax import parse, parse_error
@@ -67,6 +70,7 @@ class Settings:
     overlays: tuple[tuple[str, bytes | str], ...] = ()
     libraries: tuple[str, ...] = ()  # installed libraries' directories, in import order (libraries.py)
     versions: Versions = NO_VERSIONS  # the library versions that decide modes (versions.py)
+    context_files: ContextFiles = ()  # files that can say how calls run (context_prefilter.py)
 
 
 @dataclass
@@ -92,6 +96,7 @@ class WorkerState:
         self.base = Path(settings.base)
         self.names = names.copy()
         self.rules = [rule for rule in ALL_RULES if rule.code in settings.rules]
+        self.levels = {rule.code: rule.level for rule in ALL_RULES}
         self.reported: set[str] = set()  # modules whose edges this process has reported
         self.edges: dict[str, ModuleEdges] = {}  # path -> (digest, module names it can reach), to report
         self.dependents: Counter[str] = Counter()  # path -> files of this state that depended on it
@@ -116,6 +121,7 @@ class WorkerState:
         classes = ClassIndex(self.project)
         self.finder = CallFinder(self.project, catalogue, classes, self.names, self.settings.versions)
         self.regions = RegionEffects(self.project, classes)
+        self.contexts = ExecutionContexts(self.project, self.regions.inference, self.settings.context_files)
         self.fix_builder = None
         if self.settings.want_fixes:
             from ckptlint.fix_builder import FixBuilder
@@ -136,6 +142,7 @@ class WorkerState:
         outcome.digest = loaded.digest
         outcome.analysed = True
         self.regions.grad_flow.callers.take_consulted()  # what an earlier file's analysis read is not this one's
+        self.contexts.take_consulted()
         try:
             outcome.findings = self._findings(loaded, outcome)
         except RecursionError:
@@ -148,6 +155,7 @@ class WorkerState:
         outcome.dependencies = dependencies(self.project, loaded)
         # modules the analysis read beside the file's imports (a class's callers next to it)
         outcome.dependencies.update(self.regions.grad_flow.callers.take_consulted())
+        outcome.dependencies.update(self.contexts.take_consulted())  # files whose compile or hooks cover its calls
         self.dependents.update(outcome.dependencies.keys())
         for path in outcome.dependencies:
             if path not in self.reported:
@@ -172,12 +180,12 @@ class WorkerState:
         assert symbols.checkpoint_names is not None  # checkpoint_calls sets it
         outcome.names = symbols.checkpoint_names
         composition = Composition(symbols, calls, self.finder, self.regions.inference)
-        context = RuleContext(symbols, self.regions, calls, self.fix_builder, composition)
+        context = RuleContext(symbols, self.regions, calls, self.fix_builder, composition, self.contexts)
         findings: list[Finding] = []
         for rule in self.rules:
             findings.extend(rule.check(context))
         outcome.calls = [describe_call(call) for call in calls]
-        return in_project(findings, self.project)
+        return with_contexts(in_project(findings, self.project), calls, self.contexts, self.levels)
 
     def reset(self) -> None:
         """Drop every parsed module and memo (after an error)."""

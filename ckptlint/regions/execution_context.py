@@ -37,9 +37,10 @@ from typing import Any, Iterator
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.classes import ClassIndex
+from ckptlint.context_prefilter import COMPILE_WORD, FLAG_WORD, OFFLOAD_WORDS, ContextFiles
 from ckptlint.finding import Site
 from ckptlint.prefilter import WORDS_ONLY
-from ckptlint.project import Project, read_content
+from ckptlint.project import Project, import_root, read_content
 from ckptlint.regions.inference import TypeInference
 from ckptlint.regions.values import ClassType, ContainerType, Types
 from ckptlint.sac_policy import EVERY_OP, policy_saved_ops
@@ -52,11 +53,6 @@ OFFLOAD_HOOKS = {
     "torch.autograd.graph.save_on_cpu": "save_on_cpu",
     "torch.autograd.graph.saved_tensors_hooks": "saved_tensors_hooks",
 }
-# words a file must mention (as whole words) to hold one of the spellings above
-COMPILE_WORD = "compile"
-FLAG_WORD = "skip_fwd_side_effects_in_bwd_under_checkpoint"
-OFFLOAD_WORDS = frozenset({"save_on_cpu", "saved_tensors_hooks"})
-CONTEXT_WORDS = frozenset({COMPILE_WORD, FLAG_WORD, *OFFLOAD_WORDS})
 
 # evidence facts
 COMPILED = "compile"
@@ -102,15 +98,22 @@ class ExecutionContext:
         return self.sac_saved_ops is not None and EVERY_OP in self.sac_saved_ops
 
     def describe(self) -> str:
-        """`under torch.compile(fullgraph=True) at train.py:12, SAC saving aten.mm at model.py:8`."""
+        """`under torch.compile(fullgraph=True) at train.py:5 with the side-effect flag at
+        train.py:4, SAC saving aten.mm` ("eager" when nothing applies); every place is in `evidence`."""
         parts: list[str] = []
         for fact in (COMPILED, SIDE_EFFECT_FLAG, SAC, OFFLOAD):
             seen = [e for e in self.evidence if e.fact == fact]
-            if fact == SIDE_EFFECT_FLAG and not self.compiled:
+            if not seen or (fact == SIDE_EFFECT_FLAG and not self.compiled):
                 continue
-            if seen:
-                parts.append(_fact_words(fact, self) + " (" + ", ".join(e.describe() for e in seen[:2]) + ")")
-        return "under " + ", ".join(parts) if parts else "eager"
+            words = _fact_words(fact, self)
+            if fact != SAC:  # the policy is at the call or its wrapper: its place is in the JSON
+                words += f" at {seen[0].path}:{seen[0].line}" + (f" (+{len(seen) - 1} more)" if len(seen) > 1 else "")
+            parts.append(words)
+        if not parts:
+            return "eager"
+        if self.compiled and self.skips_side_effects:
+            parts[0:2] = [parts[0] + " with " + parts[1]]
+        return "under " + ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -130,7 +133,7 @@ def _fact_words(fact: str, context: ExecutionContext) -> str:
     if fact == COMPILED:
         return "torch.compile" + {True: "(fullgraph=True)", False: "(fullgraph=False)", None: ""}[context.fullgraph]
     if fact == SIDE_EFFECT_FLAG:
-        return "skip_fwd_side_effects_in_bwd_under_checkpoint=True"
+        return "the side-effect flag"
     if fact == SAC:
         ops = context.sac_saved_ops or frozenset()
         if EVERY_OP in ops:
@@ -160,7 +163,7 @@ class _ModuleFacts:
 class ExecutionContexts:
     """`of(call)`: the execution context of each checkpoint call, once per analysis state."""
 
-    def __init__(self, project: Project, inference: TypeInference, context_files: tuple[tuple[str, frozenset[str]], ...] = ()):
+    def __init__(self, project: Project, inference: TypeInference, context_files: ContextFiles = ()):
         self.project = project
         self.inference = inference
         self.classes: ClassIndex = inference.classes
@@ -170,7 +173,7 @@ class ExecutionContexts:
         self._by_site: dict[tuple[str, int, int], ExecutionContext] = {}
         self._facts: dict[str, _ModuleFacts] = {}  # by module path
         self._words: dict[str, frozenset[str]] = {}
-        self._flag: list[Evidence] | None = None
+        self._flags: dict[Path, list[Evidence]] = {}  # by import root
 
     # -- the API -------------------------------------------------------------------------
 
@@ -208,7 +211,7 @@ class ExecutionContexts:
             graphs = {r.fullgraph for r in compiles}
             fullgraph = graphs.pop() if len(graphs) == 1 else (False if False in graphs and None not in graphs else None)
         evidence.extend(r.evidence for r in sorted(compiles, key=lambda r: r.evidence))
-        flags = self._flag_evidence() if compiled else []
+        flags = self._flag_evidence(call.module) if compiled else []
         evidence.extend(flags[:1])
         evidence.extend(r.evidence for r in sorted(offloads, key=lambda r: r.evidence))
         offload = sorted({r.evidence.spelling.split("(")[0].rsplit(".", 1)[-1] for r in offloads})
@@ -317,22 +320,26 @@ class ExecutionContexts:
         self.consulted[os.fspath(loaded.path)] = loaded.digest
         return loaded.symbols
 
-    def _flag_evidence(self) -> list[Evidence]:
-        """Every `...skip_fwd_side_effects_in_bwd_under_checkpoint = True` in the project."""
-        if self._flag is None:
-            found: list[Evidence] = []
+    def _flag_evidence(self, module: ModuleSymbols) -> list[Evidence]:
+        """Every `...skip_fwd_side_effects_in_bwd_under_checkpoint = True` in the project's
+        files under the module's import root (the program that imports it; a sibling project in
+        the same tree runs in another process)."""
+        root = import_root(Path(module.source.path))
+        found = self._flags.get(root)
+        if found is None:
+            found = []
             for path, words in self.context_files:
-                if FLAG_WORD in words:
-                    module = self._load(path)
-                    flag = self._module_facts(module).flag if module is not None else None
+                if FLAG_WORD in words and import_root(Path(path)) == root:
+                    flag_module = self._load(path)
+                    flag = self._module_facts(flag_module).flag if flag_module is not None else None
                     if flag is not None:
                         found.append(flag)
-            self._flag = sorted(found)
-        elif self._flag:
+            found = self._flags[root] = sorted(found)
+        elif found:
             for path, words in self.context_files:  # what was read is this file's dependency too
-                if FLAG_WORD in words:
+                if FLAG_WORD in words and import_root(Path(path)) == root:
                     self._load(path)
-        return self._flag
+        return found
 
     # -- one module's spellings ----------------------------------------------------------
 
@@ -390,8 +397,8 @@ class ExecutionContexts:
         func = call.func
         if isinstance(func, (ast.Name, ast.Attribute)) and module.qualified_name(func, scope) == COMPILE:
             target = call.args[0] if call.args else keyword_value(call, "model")
-        elif isinstance(func, ast.Attribute) and func.attr == COMPILE_WORD and module.qualified_name(func, scope) is None:
-            target = func.value
+        elif isinstance(func, ast.Attribute) and func.attr == COMPILE_WORD:
+            target = func.value  # `model.compile()`; `re.compile(...)` has no module type and reaches nothing
         else:
             return None
         if target is None:

@@ -10,7 +10,8 @@ from ckptlint.finding import Finding
 from ckptlint.positions import convert_column
 from ckptlint.rules import RULES_BY_CODE, rule_url
 
-ERROR, WARNING = 1, 2
+ERROR, WARNING, INFORMATION = 1, 2, 3
+SEVERITY = {"error": ERROR, "warning": WARNING, "note": INFORMATION}  # a finding's severity (finding.py)
 
 
 def file_uri(path: str) -> str:
@@ -39,7 +40,7 @@ def diagnostic(
 
     data: dict[str, Any] = {
         "range": lsp_range(own, finding.line, finding.column, finding.end_line, finding.end_column, encoding),
-        "severity": ERROR if rule is not None and rule.level == "error" else WARNING,
+        "severity": SEVERITY.get(finding.severity or (rule.level if rule is not None else ""), WARNING),
         "code": finding.code,
         "codeDescription": {"href": rule_url(finding.code)},
         "source": "ckptlint",

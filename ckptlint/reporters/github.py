@@ -18,7 +18,8 @@ def render(result: LintResult, **_: object) -> str:
     lines = []
     for finding in result.findings:
         rule = RULES_BY_CODE.get(finding.code)
-        command = "error" if rule is not None and rule.level == "error" else "warning"
+        severity = finding.severity or (rule.level if rule is not None else "warning")
+        command = {"error": "error", "note": "notice"}.get(severity, "warning")
         properties = ",".join(
             [
                 f"file={_escape_property(finding.path)}",

@@ -9,7 +9,9 @@ import json
 from typing import Any
 
 from ckptlint import __version__
+from ckptlint.finding import Finding
 from ckptlint.result import LintResult
+from ckptlint.rules import RULES_BY_CODE
 
 SCHEMA_VERSION = 1
 
@@ -19,9 +21,18 @@ def to_data(result: LintResult) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "ckptlint", "version": __version__},
         "files_checked": result.files,
-        "findings": [finding.to_dict() for finding in result.findings],
+        "findings": [_finding(finding) for finding in result.findings],
         "problems": [{"path": p.path, "message": p.message, "fatal": p.fatal} for p in result.problems],
     }
+
+
+def _finding(finding: Finding) -> dict[str, Any]:
+    """The finding's JSON, with a `severity` always (its rule's level where no context set one)."""
+    data = finding.to_dict()
+    if "severity" not in data:
+        rule = RULES_BY_CODE.get(finding.code)
+        data["severity"] = rule.level if rule is not None else "warning"
+    return data
 
 
 def render(result: LintResult, **_: object) -> str:

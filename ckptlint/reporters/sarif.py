@@ -79,7 +79,7 @@ def render(result: LintResult, **_: object) -> str:
         entry = {
             "ruleId": finding.code,
             "ruleIndex": index[finding.code],
-            "level": "error" if finding.code == "CKP000" else "warning",
+            "level": {"error": "error", "note": "note"}.get(finding.severity or ("error" if finding.code == "CKP000" else "warning"), "warning"),
             "message": {"text": finding.message},
             "locations": [location],
             "partialFingerprints": {"ckptlint/v1": _fingerprint(finding, line_text, occurrences[key])},

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ckptlint.fix_builder import FixBuilder
     from ckptlint.regions.composition import Composition
     from ckptlint.regions.effects import RegionEffects
+    from ckptlint.regions.execution_context import ExecutionContext, ExecutionContexts
 
 
 @dataclass
@@ -26,6 +27,11 @@ class RuleContext:
     calls: list[CheckpointCall] = field(default_factory=list)
     fix_builder: FixBuilder | None = None  # None: no fixes wanted (text output), libcst not needed
     composition: Composition | None = None  # how the module's code uses checkpointed models (CKP303-CKP305)
+    execution_contexts: ExecutionContexts | None = None  # how each call runs: compile, SAC, offload hooks
+
+    def execution_context(self, call: CheckpointCall) -> ExecutionContext | None:
+        """How `call` runs (regions/execution_context.py); None when the run computes no contexts."""
+        return self.execution_contexts.of(call) if self.execution_contexts is not None else None
 
     @staticmethod
     def site(call: CheckpointCall, chain: tuple[str, ...] = ()) -> Site:
