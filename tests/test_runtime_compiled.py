@@ -12,11 +12,12 @@ import pytest
 import torch
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._dynamo.utils import counters
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts, noop_context_fn
 
 from conftest import run_cli
 from fixtures.runtime import harness, shapes
 from ckptlint.runtime import audit
+from ckptlint.runtime.compiled import checkpoint_keywords
 from ckptlint.runtime.report import Record
 
 aten = torch.ops.aten
@@ -87,6 +88,14 @@ def test_an_equivalent_call_compiles_to_the_same_results() -> None:
     record = the_record(lambda x: checkpoint(two_matmuls, x, use_reentrant=True))
     assert record.verdict == "equivalent"
     assert record.compiled == {"backend": "aot_eager", "fullgraph": "ok", "graph_breaks": 0, "diverges_from_eager": [], "diverges_from_plain": []}
+
+
+def test_the_compiled_replay_passes_the_users_flags_that_differ_from_checkpoints_defaults() -> None:
+    context_fn = functools.partial(create_selective_checkpoint_contexts, [aten.mm.default])
+    flags = {"preserve_rng_state": False, "use_reentrant": False, "use_reentrant_defaulted": None, "context_fn": context_fn, "determinism_check": "default", "debug": False, "early_stop": True}
+    assert checkpoint_keywords(flags) == {"preserve_rng_state": False, "use_reentrant": False, "context_fn": context_fn}
+    defaults = {"preserve_rng_state": True, "use_reentrant": True, "context_fn": noop_context_fn, "nested": True}
+    assert checkpoint_keywords(defaults) == {"use_reentrant": True}  # noop_context_fn passed explicitly fails under compile
 
 
 def test_without_the_option_no_compiled_replay_runs() -> None:

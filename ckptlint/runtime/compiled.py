@@ -8,7 +8,7 @@ compiled call's results differ from the eager checkpointed one's.
 
 Each replay compiles a function of its own (a fresh code object), so dynamo's caches never
 mix with the user's: the compiled code is dropped with it, and code objects dynamo first met
-during the replay (the region's own frames, after a graph break) are reset afterwards.
+during the replay (any frame dynamo compiled for it) are reset afterwards.
 `torch._dynamo.utils.counters` are put back. What stays is documented in docs/runtime.md.
 """
 
@@ -40,12 +40,16 @@ from ckptlint.runtime.snapshot import Snapshot
 
 COMPILED_CATEGORY = "compiled"
 BACKEND = "aot_eager"
-# the keywords public `checkpoint` takes and their defaults: a compiled replay passes on those
-# the user changed (dynamo 2.13 refuses `context_fn=noop_context_fn` given explicitly)
+# the keywords public `checkpoint` takes and their defaults (`preserve_rng_state` it reads from
+# **kwargs): a compiled replay passes on those the user changed (dynamo 2.13 refuses
+# `context_fn=noop_context_fn` given explicitly)
 _CHECKPOINT_DEFAULTS = {
-    name: parameter.default
-    for name, parameter in inspect.signature(torch_checkpoint.checkpoint).parameters.items()
-    if parameter.kind is parameter.KEYWORD_ONLY
+    "preserve_rng_state": True,
+    **{
+        name: parameter.default
+        for name, parameter in inspect.signature(torch_checkpoint.checkpoint).parameters.items()
+        if parameter.kind is parameter.KEYWORD_ONLY
+    },
 }
 
 
