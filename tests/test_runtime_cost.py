@@ -254,7 +254,7 @@ def test_confirm_cost_prints_a_section_and_writes_the_json_fields(tmp_path: Path
     assert section[1] == "step.py:5:1: region Sequential.forward [non-reentrant]"
     assert section[2] == (
         "    frees 16.0 KiB of activations: the plain forward saves 16.0 KiB of activations, 0 B of its own output "
-        "and 130.0 KiB by reference (inputs, parameters), the checkpointed one 2.0 KiB by reference"
+        "and 130.0 KiB by reference (inputs, parameters, captured tensors), the checkpointed one 2.0 KiB by reference"
     )
     assert section[3] == "    recomputes 262,144 FLOPs (the forward: 524,288): 59.6 MiB freed per GFLOP"
     assert section[4:6] == [

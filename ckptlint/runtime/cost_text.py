@@ -42,7 +42,7 @@ def describe(cost: dict[str, Any]) -> list[str]:
     lines = [
         f"frees {human_bytes(cost['freed_bytes'])} of activations: the plain forward saves {human_bytes(plain['activation'])} "
         f"of activations, {human_bytes(plain['output'])} of its own output and {human_bytes(by_reference)} by reference "
-        f"(inputs, parameters), the checkpointed one {human_bytes(sum(checkpointed.values()) - still)} by reference"
+        f"(inputs, parameters, captured tensors), the checkpointed one {human_bytes(sum(checkpointed.values()) - still)} by reference"
         + (f" and {human_bytes(still)} it made" if still else ""),
         f"recomputes {cost['recomputed_flops']:,} FLOPs (the forward: {cost['forward_flops']:,}): "
         + (f"{ratio:.3g} MiB freed per GFLOP" if ratio is not None else "no FLOPs counted (FlopCounterMode counts matmuls, convolutions, attention)"),
