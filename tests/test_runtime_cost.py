@@ -143,6 +143,9 @@ def test_hints_for_one_cheap_op() -> None:
     assert "one op (aten.native_layer_norm)" in cost["hints"][0]["message"]
     # GELU alone saves only its input, which is the region's input: frees nothing
     assert _hint_kinds(torch.nn.GELU(), torch.randn(8, 64, requires_grad=True)) == ["single-cheap-op", "frees-nothing"]
+    # one Linear is one op too, but not a cheap one (2*8*64*64 FLOPs counted); it saves only x
+    # and its weight, by reference
+    assert _hint_kinds(torch.nn.Linear(64, 64), torch.randn(8, 64, requires_grad=True)) == ["frees-nothing"]
 
 
 def test_hint_for_an_embedding() -> None:
