@@ -12,8 +12,9 @@ import pytest
 
 from ckptlint.config import find_config, load_config
 from ckptlint.engine import Linter
-from ckptlint.project import Project
 from ckptlint.reporters import json_format
+from ckptlint.regions.context_verdicts import verdict
+from ckptlint.regions.execution_context import ExecutionContext
 from ckptlint.sac_policy import EVERY_OP, policy_saved_ops
 from conftest import FIXTURES, REPO, expectations, fixture_files
 
@@ -33,16 +34,34 @@ CASES: dict[str, tuple[dict[tuple[str, int, int], tuple[str, str]], dict[str, ob
     "compile_fullgraph": (
         {
             ("CKP203", 17, 9): ("error", "rejected by compile"),
-            ("CKP201", 18, 30): ("warning", "traced once under compile"),
+            ("CKP201", 18, 30): ("warning", "traced once under compile (torch 2.14+), rejected or replayed after a graph break before"),
             ("CKP101", 21, 16): ("note", "no effect under compile"),
         },
         COMPILED_FULLGRAPH,
         (("compile", "train.py", 7),),
     ),
+    "compile_fullgraph_torch213": (
+        {
+            ("CKP203", 17, 9): ("error", "rejected by compile"),
+            ("CKP201", 18, 30): ("error", "rejected by compile"),
+            ("CKP101", 21, 16): ("note", "no effect under compile"),
+        },
+        {**COMPILED_FULLGRAPH, "traces_random_draws": False},
+        (("compile", "train.py", 7),),
+    ),
+    "compile_traces_draws": (
+        {
+            ("CKP203", 17, 9): ("error", "rejected by compile"),
+            ("CKP201", 18, 30): ("warning", "traced once under compile"),
+            ("CKP101", 21, 16): ("note", "no effect under compile"),
+        },
+        {**COMPILED_FULLGRAPH, "traces_random_draws": True},
+        (("compile", "train.py", 7),),
+    ),
     "compile_graph_break": (
         {
             ("CKP203", 17, 9): ("warning", "replayed after a graph break"),
-            ("CKP201", 18, 30): ("warning", "traced once under compile"),
+            ("CKP201", 18, 30): ("warning", "traced once under compile (torch 2.14+), rejected or replayed after a graph break before"),
             ("CKP101", 21, 16): ("note", "no effect under compile"),
         },
         COMPILED_BREAK,
@@ -51,7 +70,7 @@ CASES: dict[str, tuple[dict[tuple[str, int, int], tuple[str, str]], dict[str, ob
     "compile_per_block": (
         {
             ("CKP203", 17, 9): ("error", "rejected by compile"),
-            ("CKP201", 18, 30): ("warning", "traced once under compile"),
+            ("CKP201", 18, 30): ("warning", "traced once under compile (torch 2.14+), rejected or replayed after a graph break before"),
             ("CKP101", 21, 16): ("note", "no effect under compile"),
         },
         COMPILED_FULLGRAPH,
@@ -60,7 +79,7 @@ CASES: dict[str, tuple[dict[tuple[str, int, int], tuple[str, str]], dict[str, ob
     "side_effect_flag": (
         {
             ("CKP203", 17, 9): ("note", "not replayed"),
-            ("CKP201", 18, 30): ("warning", "traced once under compile"),
+            ("CKP201", 18, 30): ("warning", "traced once under compile (torch 2.14+), rejected or replayed after a graph break before"),
             ("CKP101", 21, 16): ("note", "no effect under compile"),
         },
         {**COMPILED_FULLGRAPH, "skips_side_effects": True},
@@ -69,14 +88,14 @@ CASES: dict[str, tuple[dict[tuple[str, int, int], tuple[str, str]], dict[str, ob
     "flag_off": (
         {
             ("CKP203", 17, 9): ("error", "rejected by compile"),
-            ("CKP201", 18, 30): ("warning", "traced once under compile"),
+            ("CKP201", 18, 30): ("warning", "traced once under compile (torch 2.14+), rejected or replayed after a graph break before"),
             ("CKP101", 21, 16): ("note", "no effect under compile"),
         },
         COMPILED_FULLGRAPH,
         (("compile", "train.py", 9),),
     ),
     "sac_op_list": (
-        {("CKP203", 20, 9): ("warning", "still replayed under SAC"), ("CKP201", 21, 30): ("warning", "masked only where its value reaches nothing but saved ops")},
+        {("CKP203", 20, 9): ("warning", "still replayed under SAC"), ("CKP201", 21, 30): ("warning", "masked only where backward reads nothing downstream of it but saved outputs")},
         {**EAGER, "sac_saved_ops": ["aten.mm"]},
         (("selective checkpointing", "model.py", 24),),
     ),
@@ -86,7 +105,7 @@ CASES: dict[str, tuple[dict[tuple[str, int, int], tuple[str, str]], dict[str, ob
         (("selective checkpointing", "model.py", 28),),
     ),
     "sac_unrelated_op": (
-        {("CKP203", 26, 9): ("warning", "still replayed under SAC"), ("CKP201", 27, 30): ("warning", "masked only where its value reaches nothing but saved ops")},
+        {("CKP203", 26, 9): ("warning", "still replayed under SAC"), ("CKP201", 27, 30): ("warning", "masked only where backward reads nothing downstream of it but saved outputs")},
         {**EAGER, "sac_saved_ops": ["aten.mm"]},
         (("selective checkpointing", "model.py", 30),),
     ),
@@ -214,3 +233,30 @@ def test_predicate_policies_resolve_to_their_saved_ops(policy: str, saved: set[s
 def test_a_context_fn_that_is_not_sac_is_none() -> None:
     source = POLICY_HEADER + "y = checkpoint(f, x, use_reentrant=False, context_fn=my_contexts)\n"
     assert _policy(source) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "context", "consequence", "severity"),
+    [
+        ("CKP202", ExecutionContext(compiled=True, fullgraph=None), "rejected by compile with fullgraph=True, replayed after a graph break without", "warning"),
+        ("CKP202", ExecutionContext(compiled=True, fullgraph=False, skips_side_effects=True), "not replayed", "note"),
+        ("CKP201", ExecutionContext(compiled=True, fullgraph=False, traces_random_draws=False), "replayed after a graph break", "warning"),
+        ("CKP102", ExecutionContext(compiled=True, fullgraph=False), "no effect under compile", "note"),
+        ("CKP301", ExecutionContext(compiled=True, fullgraph=True), "does not apply when compiled", "note"),
+        ("CKP205", ExecutionContext(sac_saved_ops=frozenset({EVERY_OP})), "neutralised by a saved op", "note"),
+        # what the brief gives no measurement for keeps the rule's level
+        ("CKP204", ExecutionContext(compiled=True, fullgraph=True), "", ""),
+        ("CKP203", ExecutionContext(offload="save_on_cpu"), "", ""),
+        ("CKP201", ExecutionContext(), "", ""),
+    ],
+)
+def test_verdicts(code: str, context: ExecutionContext, consequence: str, severity: str) -> None:
+    found = verdict(code, context)
+    assert (found.consequence, found.severity) == (consequence, severity)
+
+
+def test_a_finding_reached_from_an_eager_and_a_compiled_site_keeps_the_more_severe() -> None:
+    from ckptlint.finding import most_severe
+
+    assert most_severe(["note", "warning"]) == "warning"
+    assert most_severe(["note", "error", "warning"]) == "error"

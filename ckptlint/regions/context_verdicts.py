@@ -1,12 +1,13 @@
 """What a finding's hazard does in the context its checkpoint site runs in, and the severity
-that follows (measured on torch 2.14 CPU; docs/regions.md "Execution contexts"):
+that follows (measured on torch 2.14 CPU, and on 2.13 where docs/contexts.md says it differs;
+docs/regions.md "Execution contexts"):
 
 | hazard | under compile | with the side-effect flag | under SAC |
 | --- | --- | --- | --- |
 | CKP101, CKP102 (the call's mode, RNG state) | no effect: compile runs non-reentrant and keeps RNG state (note) | | |
 | CKP301-CKP303, CKP305, CKP306 (reentrant mode) | does not apply (note) | | |
 | CKP202, CKP203 (Python side effects) | `fullgraph=True`: rejected by compile (error); otherwise replayed after a graph break (warning) | not replayed (note) | still replayed (warning) |
-| CKP201 (a Python random draw) | traced once: compiled and eager differ (warning) | | a policy saving every op: neutralised by a saved op (note) |
+| CKP201 (a Python random draw) | torch 2.14+: traced once, compiled and eager differ (warning); 2.13: rejected with `fullgraph=True` (error), replayed after a graph break without (warning) | | a policy saving every op: neutralised by a saved op (note) |
 | CKP205 (a device move) | | | a policy saving every op: neutralised by a saved op (note) |
 
 Anything else keeps the rule's level; the context is still described. A finding's severity is
@@ -57,16 +58,33 @@ def verdict(code: str, context: ExecutionContext) -> Verdict:
                 return Verdict("replayed after a graph break", WARNING, "the region runs eager: the wrong result stays")
             return Verdict("rejected by compile with fullgraph=True, replayed after a graph break without", WARNING, "fullgraph is not a literal")
         if code == "CKP201":
-            return Verdict("traced once under compile", WARNING, "the draw is a constant of the graph: compiled and eager runs differ")
+            return _compiled_draw(context)
     saved = context.sac_saved_ops
     if saved is not None:
         if code in SIDE_EFFECTS:
             return Verdict("still replayed under SAC", WARNING, "a policy saves op outputs, never Python side effects")
         if code in SAVED_OP_MASKS and EVERY_OP in saved:
-            return Verdict("neutralised by a saved op", NOTE, "the policy saves every op's output")
+            return Verdict("neutralised by a saved op", NOTE, "the policy saves every op's output, so backward reads none recomputed")
         if code in SAVED_OP_MASKS and saved:
-            return Verdict("masked only where its value reaches nothing but saved ops", WARNING, "saved: " + ", ".join(sorted(saved)))
+            ops = ", ".join(sorted(saved))
+            return Verdict("masked only where backward reads nothing downstream of it but saved outputs", WARNING, f"the policy saves {ops}")
     return AS_IN_EAGER
+
+
+def _compiled_draw(context: ExecutionContext) -> Verdict:
+    """A Python random draw under compile: torch 2.14 traces it once; 2.13 refuses it
+    (`Random.random` is skipped): rejected with fullgraph=True, a graph break without."""
+    traced = Verdict("traced once under compile", WARNING, "the draw is a constant of the graph: compiled and eager runs differ")
+    if context.traces_random_draws is True:
+        return traced
+    if context.traces_random_draws is False:
+        if context.fullgraph is True:
+            return Verdict("rejected by compile", ERROR, "torch before 2.14 refuses the draw under fullgraph=True")
+        if context.fullgraph is False:
+            return Verdict("replayed after a graph break", WARNING, "the region runs eager: the replay draws again")
+    return Verdict(
+        "traced once under compile (torch 2.14+), rejected or replayed after a graph break before", WARNING, "which depends on the torch version, not known here"
+    )
 
 
 def site_context(code: str, context: ExecutionContext, level: str) -> SiteContext:

@@ -87,6 +87,9 @@ class ExecutionContext:
     sac_saved_ops: frozenset[str] | None = None  # None: no selective-checkpoint policy; EVERY_OP: all
     offload: str | None = None  # save_on_cpu / saved_tensors_hooks around it
     evidence: tuple[Evidence, ...] = ()
+    # whether compile traces a Python random draw once (torch >= 2.14) rather than refusing it
+    # (2.13: rejected with fullgraph=True, a graph break without; docs/contexts.md); None: unknown
+    traces_random_draws: bool | None = None
 
     @property
     def eager(self) -> bool:
@@ -123,6 +126,7 @@ class ExecutionContext:
             "sac_saved_ops": sorted(self.sac_saved_ops) if self.sac_saved_ops is not None else None,
             "offload": self.offload,
             "evidence": [e.to_dict() for e in self.evidence],
+            "traces_random_draws": self.traces_random_draws,
         }
 
 
@@ -222,6 +226,7 @@ class ExecutionContexts:
             sac_saved_ops=saved,
             offload=offload[0] if offload else None,
             evidence=tuple(evidence),
+            traces_random_draws=_traces_random_draws(call) if compiled else None,
         )
 
     def _saved_ops(self, call: CheckpointCall, evidence: list[Evidence]) -> frozenset[str] | None:
@@ -458,6 +463,21 @@ class ExecutionContexts:
         if isinstance(expr, ast.Call) and isinstance(expr.func, (ast.Name, ast.Attribute)):
             return OFFLOAD_HOOKS.get(module.qualified_name(expr.func, scope) or "")
         return None
+
+
+TRACES_RANDOM_DRAWS_SINCE = (2, 14)
+
+
+def _traces_random_draws(call: CheckpointCall) -> bool | None:
+    """From the torch version the code runs with (versions.py), when every version it allows agrees."""
+    torch = call.versions.get("torch")
+    if torch is None:
+        return None
+    if torch.within(TRACES_RANDOM_DRAWS_SINCE, None):
+        return True
+    if torch.within(None, TRACES_RANDOM_DRAWS_SINCE):
+        return False
+    return None
 
 
 def _covers(reach: _Reach, owners: frozenset[str], functions: frozenset[int]) -> bool:

@@ -29,6 +29,7 @@ class Rule:
     bad: str = ""  # a program the rule flags
     good: str = ""  # the same program made safe; the rule is silent
     remedy: str = ""  # how to fix it by hand, or what --fix does
+    under_contexts: str = ""  # markdown: what the hazard does under torch.compile / SAC (regions/context_verdicts.py)
     level: str = "warning"
     fixable: bool = False
     options: dict[str, object] = {}  # configuration the rule needs to run (Config fields), for docs and tests
@@ -66,6 +67,7 @@ class Rule:
             "",
             textwrap.dedent(self.remedy).strip(),
             "",
+            *(["## Under torch.compile / SAC", "", textwrap.dedent(self.under_contexts).strip(), ""] if self.under_contexts else []),
             "## Suppress",
             "",
             f"Add `# noqa: {self.code}` to the reported line, or list `{self.code}` under `ignore` or "

@@ -51,6 +51,13 @@ class ImplicitUseReentrant(Rule):
         unsafe `use_reentrant=False`: keeping today's behaviour would keep the bug. A call
         that passes `**kwargs` gets no fix (it is not flagged either).
     """
+    under_contexts = """
+        Under `torch.compile` the omitted `use_reentrant` has no effect: compile runs the region
+        non-reentrant (measured on torch 2.14 CPU), so the finding is a note there, naming the compile
+        call (`checkpointed at model.py:21 under torch.compile(fullgraph=True) at train.py:7: no effect
+        under compile`). The same call run eagerly elsewhere keeps the warning. A SAC `context_fn`
+        needs `use_reentrant=False` anyway. See [regions.md](../regions.md#execution-contexts) for how the context is read; the finding's site says it and the severity follows.
+    """
 
     def check(self, context: RuleContext) -> Iterator[Finding]:
         for call in context.calls:

@@ -42,6 +42,11 @@ class RngStateNotPreserved(Rule):
         Remove `preserve_rng_state=False` (the default is `True`). Keep it only for a
         region with no random op, where it saves the cost of saving RNG state.
     """
+    under_contexts = """
+        Under `torch.compile`, `preserve_rng_state=False` is ignored: the compiled region keeps its RNG
+        state and dropout masks match (torch 2.13 and 2.14 CPU, with `use_reentrant` either way), so the
+        finding is a note there ("no effect under compile"). See [regions.md](../regions.md#execution-contexts) for how the context is read; the finding's site says it and the severity follows.
+    """
     confirmed_by = frozenset({"rng-torch", "output", "input-grad", "parameter-grad", "recompute"})
 
     def check(self, context: RuleContext) -> Iterator[Finding]:

@@ -68,6 +68,18 @@ class UnsavedRandomDraw(RegionRule):
         checkpoint restores, or draw outside the region and pass the result in as an
         argument.
     """
+    under_contexts = """
+        Under `torch.compile`, torch 2.14 traces a Python draw once: the value becomes a constant of
+        the graph, so forward and recompute agree but compiled and eager runs differ (warning, "traced
+        once under compile"). torch 2.13 refuses the draw instead: with `fullgraph=True` compile raises
+        (error, "rejected by compile"), without it the region graph-breaks and runs eager, drawing again
+        at recompute (warning, "replayed after a graph break"). With no torch version known, both are
+        named. Under SAC, a policy that saves every op keeps backward from reading anything recomputed:
+        "neutralised by a saved op" (note; the draw is still made again, so Python's stream advances
+        twice); an op list masks the draw only where backward reads nothing downstream of it but saved
+        outputs (saving `relu` in `mm(relu(x - random.random()), w)` does, saving only `mm` does not),
+        so the finding stays a warning. See [regions.md](../regions.md#execution-contexts) for how the context is read; the finding's site says it and the severity follows.
+    """
     confirmed_by = frozenset({"rng-python", "recompute"})
     kinds = frozenset({RANDOM_DRAW})
     messages = {

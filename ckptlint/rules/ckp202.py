@@ -58,6 +58,16 @@ class ModuleStateMutation(RegionRule):
         Return the value from the region and collect it outside (`out, aux = checkpoint(...)`),
         or do the bookkeeping outside the checkpointed call.
     """
+    under_contexts = """
+        Under `torch.compile(fullgraph=True)` a module-level side effect in a checkpointed region is
+        rejected at the first call (`HOP: Unsafe side effect`): an error, "rejected by compile". With
+        `fullgraph=False` (the default) the region graph-breaks and runs eager, so the replay repeats it
+        silently: "replayed after a graph break", a warning. With
+        `torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True` set in the project
+        (torchtitan sets it for compiled runs) the side effect is not replayed: a note. Under SAC it is
+        still replayed under every policy: a policy saves op outputs, never Python side effects.
+        See [regions.md](../regions.md#execution-contexts) for how the context is read; the finding's site says it and the severity follows.
+    """
     confirmed_by = frozenset({"global", "container", "closure"})  # closure: a rebound `nonlocal` cell
     kinds = frozenset({GLOBAL_STATE})
     messages = {

@@ -81,6 +81,13 @@ class OuterStateMutation(RegionRule):
         Return what the region computes and store it outside the checkpointed call, or
         create the container inside the region.
     """
+    under_contexts = """
+        As CKP202: under `torch.compile(fullgraph=True)` the append or attribute update in a
+        checkpointed region is rejected (error, "rejected by compile"); with `fullgraph=False` the region
+        graph-breaks and the replay repeats it ("replayed after a graph break", warning); with the
+        project's `skip_fwd_side_effects_in_bwd_under_checkpoint = True` it is "not replayed" (note);
+        under SAC it is still replayed under every policy (warning). See [regions.md](../regions.md#execution-contexts) for how the context is read; the finding's site says it and the severity follows.
+    """
     confirmed_by = frozenset({"container", "attribute"})
     kinds = frozenset({OUTER_STATE})
     messages = {

@@ -75,6 +75,10 @@ class TensorStateMutation(RegionRule):
         update buffers outside the region from values it returns; never modify a
         checkpoint input in place (`x = x + y` instead of `x += y`).
     """
+    under_contexts = """
+        Not measured under compile or SAC: the finding keeps its level there, and its site names the
+        context. See [regions.md](../regions.md#execution-contexts) for how the context is read.
+    """
     confirmed_by = frozenset({"buffer"})
     kinds = frozenset({TENSOR_STATE, RUNNING_STATS})
     messages = {

@@ -48,6 +48,11 @@ class DeviceMove(RegionRule):
         Move inputs before the checkpointed call (checkpoint then saves that device's RNG),
         and create tensors with `device=x.device` inside the region.
     """
+    under_contexts = """
+        Under a SAC policy that saves every op, backward reads no recomputed value, so a device move in
+        the region is "neutralised by a saved op" (note). Otherwise the finding keeps its level and its
+        site names the context. See [regions.md](../regions.md#execution-contexts) for how the context is read; the finding's site says it and the severity follows.
+    """
     confirmed_by = frozenset({"rng-torch", "output", "input-grad", "parameter-grad", "recompute"})
     kinds = frozenset({DEVICE_MOVE})
     messages = {

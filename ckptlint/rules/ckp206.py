@@ -64,6 +64,10 @@ class UnstableBranch(RegionRule):
         Decide outside the region and pass the decision in as an argument; a replay then
         sees the value the forward saw.
     """
+    under_contexts = """
+        Not measured under compile or SAC: the finding keeps its level there, and its site names the
+        context. See [regions.md](../regions.md#execution-contexts) for how the context is read; the finding's site says it and the severity follows.
+    """
     confirmed_by = frozenset({"output", "input-grad", "parameter-grad", "recompute"})
     kinds = frozenset({UNSTABLE_BRANCH, GRAD_MODE_BRANCH})
     messages = {
