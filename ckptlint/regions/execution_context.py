@@ -44,7 +44,7 @@ from ckptlint.project import Project, import_root, read_content
 from ckptlint.regions.inference import TypeInference
 from ckptlint.regions.values import ClassType, ContainerType, Types
 from ckptlint.sac_policy import EVERY_OP, policy_saved_ops
-from ckptlint.symbols import ModuleSymbols, Scope
+from ckptlint.symbols import IMPORT, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value, own_nodes
 
 COMPILE = "torch.compile"
@@ -371,10 +371,13 @@ class ExecutionContexts:
                         if name == COMPILE:
                             evidence = Evidence(COMPILED, display, decorator.lineno, "@" + _spelling(decorator))
                             facts.compiles.append(self._function_reach(evidence, node, module, scope, _fullgraph(call)))
+            aliases = _compile_aliases(module)
             for call, scope in module.calls:
-                reach = self._compile_reach(call, module, scope)
-                if reach is not None:
-                    facts.compiles.append(reach)
+                func = call.func  # only `.compile` attributes and names imported as torch.compile are resolved
+                if (func.__class__ is ast.Attribute and func.attr == COMPILE_WORD) or (func.__class__ is ast.Name and func.id in aliases):
+                    reach = self._compile_reach(call, module, scope)
+                    if reach is not None:
+                        facts.compiles.append(reach)
         if any(word in text for word in OFFLOAD_WORDS):
             for scope in module.iter_scopes():
                 for node in own_nodes(scope.node) if scope.node is not module.tree else list(ast.walk(module.tree)):
@@ -478,6 +481,13 @@ def _traces_random_draws(call: CheckpointCall) -> bool | None:
     if torch.within(None, TRACES_RANDOM_DRAWS_SINCE):
         return False
     return None
+
+
+def _compile_aliases(module: ModuleSymbols) -> frozenset[str]:
+    """Names a module binds to `torch.compile` by import (`from torch import compile as tc`)."""
+    return frozenset(
+        name for scope in module.iter_scopes() for name, bindings in scope.bindings.items() for b in bindings if b.kind == IMPORT and b.target == COMPILE
+    )
 
 
 def _covers(reach: _Reach, owners: frozenset[str], functions: frozenset[int]) -> bool:
