@@ -260,3 +260,18 @@ def test_a_finding_reached_from_an_eager_and_a_compiled_site_keeps_the_more_seve
 
     assert most_severe(["note", "warning"]) == "warning"
     assert most_severe(["note", "error", "warning"]) == "error"
+
+
+def test_reporters_use_the_finding_severity() -> None:
+    """SARIF `level`, GitHub's command and LSP's `severity` follow the sites' verdicts."""
+    from ckptlint.reporters import github, lsp_format, sarif
+
+    result = _lint(CONTEXTS / "side_effect_flag")  # CKP203 note, CKP201 warning, CKP101 note
+    levels = {r["ruleId"]: r["level"] for r in json.loads(sarif.render(result))["runs"][0]["results"]}
+    assert levels == {"CKP203": "note", "CKP201": "warning", "CKP101": "note"}
+    commands = {line.split("::", 2)[1].split(" ", 1)[0] + ":" + line.split("(", 1)[1][:6] for line in github.render(result).splitlines()}
+    assert commands == {"notice:CKP203", "warning:CKP201", "notice:CKP101"}
+    diagnostics = [d for ds in json.loads(lsp_format.render(result)).values() for d in ds]
+    assert {d["code"]: d["severity"] for d in diagnostics} == {"CKP203": 3, "CKP201": 2, "CKP101": 3}
+    rejected = _lint(CONTEXTS / "compile_fullgraph")
+    assert {r["ruleId"]: r["level"] for r in json.loads(sarif.render(rejected))["runs"][0]["results"]}["CKP203"] == "error"
