@@ -201,14 +201,18 @@ class ExecutionContexts:
     def _context(self, call: CheckpointCall) -> ExecutionContext:
         evidence: list[Evidence] = []
         saved = self._saved_ops(call, evidence)
-        owners = self._owners(call)
-        functions = self._enclosing_functions(call)
+        modules = list(self._modules_for(call))
+        if saved is None and not modules:
+            return EAGER  # no file that could compile or hook it, no policy: nothing more to read
         compiles: list[_Reach] = []
         offloads: list[_Reach] = []
-        for facts in self._modules_for(call):
-            compiles.extend(r for r in facts.compiles if _covers(r, owners, functions))
-            offloads.extend(r for r in facts.offloads if _covers(r, owners, functions))
-        offloads.extend(self._enclosing_offloads(call))
+        if modules:
+            owners = self._owners(call)
+            functions = self._enclosing_functions(call)
+            for facts in modules:
+                compiles.extend(r for r in facts.compiles if _covers(r, owners, functions))
+                offloads.extend(r for r in facts.offloads if _covers(r, owners, functions))
+            offloads.extend(self._enclosing_offloads(call))
         compiled = bool(compiles)
         fullgraph: bool | None = None
         if compiled:
