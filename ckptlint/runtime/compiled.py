@@ -143,8 +143,9 @@ def isolated_dynamo() -> Iterator[None]:
         for code in _seen_codes():
             if id(code) not in seen_before:
                 torch._C._dynamo.eval_frame.reset_code(code)
-        counters.clear()
-        counters.update(saved_counters)
+        for name, counter in counters.items():  # in place: dynamo's modules may hold a counter itself
+            counter.clear()
+            counter.update(saved_counters.get(name, {}))
 
 
 def _seen_codes() -> list[types.CodeType]:
