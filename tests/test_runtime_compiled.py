@@ -18,6 +18,7 @@ from conftest import run_cli
 from fixtures.runtime import harness, shapes
 from ckptlint.runtime import audit
 from ckptlint.runtime.compiled import checkpoint_keywords
+from ckptlint.runtime.sac import SacListing
 from ckptlint.runtime.report import Record
 
 aten = torch.ops.aten
@@ -187,6 +188,15 @@ def test_the_listing_does_not_change_what_the_policy_decides() -> None:
     assert record.sac == {"saved": {"aten.mm.default": 1}, "recomputed": {"aten.bernoulli_.float": 1, "aten.div_.Scalar": 1, "aten.empty_like.default": 1, "aten.mul.Tensor": 1, "aten.relu.default": 1}}
     plain_run, observed_run = seen
     assert plain_run == observed_run[-len(plain_run) :]  # the user's call, after the replays
+
+
+def test_the_listing_hands_each_mode_its_own_policy_back() -> None:
+    forward, recompute = create_selective_checkpoint_contexts(saves_relu)
+    listing = SacListing()
+    observed_forward, _ = listing.context_fn(lambda: (forward, recompute))()
+    assert observed_forward is forward and forward.policy_fn is not saves_relu  # observed while replay B runs
+    listing.release()
+    assert forward.policy_fn is saves_relu
 
 
 def test_no_listing_without_a_selective_context_fn() -> None:

@@ -80,8 +80,9 @@ def _probe(call: InterceptedCall, compiled: bool) -> Record:
         run_checkpointed = _listing(call, listing).run_checkpointed
         with counting() as checkpointed_communication:
             checkpointed = run_replay(run_checkpointed, call.args, call.kwargs, reach, snapshot, False, call.replaying)
-        if listing is not None and listing.seen:
-            record.sac = listing.to_dict()
+        if listing is not None:
+            listing.release()
+            record.sac = listing.to_dict() if listing.seen else None
         if compiled and not plain.error:
             snapshot.restore()
             compiled_replay, compiled_differences = replay_compiled(call, reach, snapshot, plain, checkpointed)

@@ -30,6 +30,7 @@ class SacListing:
         self.recomputed: collections.Counter[str] = collections.Counter()
         self.seen = False  # the user's context_fn made selective-checkpoint contexts
         self._decisions: dict[str, list[bool]] = collections.defaultdict(list)  # op -> saved? per forward call
+        self._wrapped: list[tuple[Any, Callable[..., Any]]] = []  # (caching mode, the user's policy_fn)
 
     def to_dict(self) -> dict[str, dict[str, int]]:
         return {"saved": dict(sorted(self.saved.items())), "recomputed": dict(sorted(self.recomputed.items()))}
@@ -42,10 +43,17 @@ class SacListing:
             if not isinstance(forward, torch_checkpoint._CachingTorchDispatchMode):
                 return forward, recompute  # not torch's selective checkpointing: nothing to list
             self.seen = True
+            self._wrapped.append((forward, forward.policy_fn))
             forward.policy_fn = self._observing(forward.policy_fn)
             return forward, self._counting_recompute(recompute)
 
         return contexts
+
+    def release(self) -> None:
+        """Give each caching mode its own policy back: a `context_fn` may hand out one mode twice."""
+        for mode, policy in reversed(self._wrapped):
+            mode.policy_fn = policy
+        self._wrapped.clear()
 
     def _observing(self, policy: Callable[..., Any]) -> Callable[..., Any]:
         def observed(context: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
