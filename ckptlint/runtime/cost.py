@@ -193,13 +193,13 @@ def _cpu_attention_formulas() -> dict[Any, Callable[..., int]]:
     if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu") and hasattr(flop_counter, "sdpa_flop_count"):
 
         def forward(query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-            return int(flop_counter.sdpa_flop_count(query, key, value))  # type: ignore[no-untyped-call]
+            return int(flop_counter.sdpa_flop_count(query, key, value))  # type: ignore[no-untyped-call]  # torch leaves the formula unannotated
 
         formulas[aten._scaled_dot_product_flash_attention_for_cpu] = forward
     if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward") and hasattr(flop_counter, "sdpa_backward_flop_count"):
 
         def backward(grad_out: Any, query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-            return int(flop_counter.sdpa_backward_flop_count(grad_out, query, key, value))  # type: ignore[no-untyped-call]
+            return int(flop_counter.sdpa_backward_flop_count(grad_out, query, key, value))  # type: ignore[no-untyped-call]  # torch leaves the formula unannotated
 
         formulas[aten._scaled_dot_product_flash_attention_for_cpu_backward] = backward
     return formulas
