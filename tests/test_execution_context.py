@@ -275,3 +275,22 @@ def test_reporters_use_the_finding_severity() -> None:
     assert {d["code"]: d["severity"] for d in diagnostics} == {"CKP203": 3, "CKP201": 2, "CKP101": 3}
     rejected = _lint(CONTEXTS / "compile_fullgraph")
     assert {r["ruleId"]: r["level"] for r in json.loads(sarif.render(rejected))["runs"][0]["results"]}["CKP203"] == "error"
+
+
+def test_lambdas_and_comprehensions_in_a_context_file_are_read(tmp_path: Path) -> None:
+    """A module that mentions every context word and holds lambdas and comprehensions (scopes
+    without statements) is read without an internal error."""
+    (tmp_path / "model.py").write_text((CONTEXTS / "compile_fullgraph" / "model.py").read_text())
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom model import Net\n"
+        "torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True\n"
+        "pick = lambda m: torch.compile(m)\nblocks = [torch.compile(b) for b in Net().blocks]\n"
+        "model = torch.compile(Net(), fullgraph=True)\n"
+        "with torch.autograd.graph.save_on_cpu():\n    loss = (lambda x: model(x))(torch.randn(2, 4))\n"
+    )
+    result = _lint(tmp_path)
+    assert result.problems == []
+    [ckp203] = [f for f in result.findings if f.code == "CKP203"]
+    assert ckp203.severity == "note" and ckp203.sites[0].context is not None
+    # the hook wraps a call of what torch.compile returns, whose type is not inferred: not seen as offloaded
+    assert ckp203.sites[0].context.facts["offload"] is None

@@ -276,7 +276,7 @@ class ExecutionContexts:
         line = call.line
         scope: Scope | None = call.scope
         while scope is not None:
-            body = own_nodes(scope.node) if scope.node is not module.tree else list(ast.walk(module.tree))
+            body = _own_nodes(scope)
             for node in body:
                 if isinstance(node, (ast.With, ast.AsyncWith)) and node.lineno < line <= (node.end_lineno or 0):
                     for item in node.items:
@@ -384,7 +384,7 @@ class ExecutionContexts:
                         facts.compiles.append(reach)
         if any(word in text for word in OFFLOAD_WORDS):
             for scope in module.iter_scopes():
-                for node in own_nodes(scope.node) if scope.node is not module.tree else list(ast.walk(module.tree)):
+                for node in _own_nodes(scope):
                     if isinstance(node, (ast.With, ast.AsyncWith)):
                         for item in node.items:
                             if self._offload_hook(item.context_expr, module, scope) is not None:
@@ -394,7 +394,7 @@ class ExecutionContexts:
 
     def _flag_in(self, module: ModuleSymbols) -> Evidence | None:
         for scope in module.iter_scopes():
-            nodes = own_nodes(scope.node) if scope.node is not module.tree else module.tree.body
+            nodes = _own_nodes(scope)
             for node in nodes:
                 if not isinstance(node, ast.Assign) or not (isinstance(node.value, ast.Constant) and node.value.value is True):
                     continue
@@ -485,6 +485,14 @@ def _traces_random_draws(call: CheckpointCall) -> bool | None:
     if torch.within(None, TRACES_RANDOM_DRAWS_SINCE):
         return False
     return None
+
+
+def _own_nodes(scope: Scope) -> list[ast.AST]:
+    """The nodes of a module's, class's or def's own statements (not of those nested in it);
+    nothing for a lambda or a comprehension, which hold no statements."""
+    if isinstance(scope.node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return own_nodes(scope.node)
+    return []
 
 
 def _compile_aliases(module: ModuleSymbols) -> frozenset[str]:
