@@ -14,7 +14,7 @@ from conftest import FIXTURES, REPO, expectations, fixture_files
 
 HAZARDS = FIXTURES / "composition" / "hazards"
 SAFE = FIXTURES / "composition" / "safe"
-CODES = {"CKP303", "CKP304", "CKP305", "CKP403", "CKP404", "CKP405"}
+CODES = {"CKP303", "CKP304", "CKP305", "CKP403", "CKP404", "CKP405", "CKP502", "CKP503", "CKP505"}
 
 
 def _cases(folder: Path) -> list[str]:

@@ -407,6 +407,7 @@ class FunctionInterpreter:
                 self.assign(target, value, node, accumulating=True)
                 return
             current = self.eval(target)
+            self.library.augmented_tensor(self, target, node, symbol)  # CKP501: `h += b` on a saved output
             if current.outlives_region and self._input_tensor(current):
                 self.mutate(current, target, f"in-place `{symbol}` on", tensor=True)
                 return

@@ -171,7 +171,11 @@ class LibraryCalls:
 
     # -- selective checkpointing (CKP501, CKP504) -------------------------------
 
-    def _saved_output_change(self, run: FunctionInterpreter, tensor: ast.expr, node: ast.Call, how: str) -> None:
+    def augmented_tensor(self, run: FunctionInterpreter, target: ast.Name, node: ast.AugAssign, symbol: str) -> None:
+        """`h += b`: in place on a tensor (CKP501 when `h` is a saved op's output)."""
+        self._saved_output_change(run, target, node, f"`{symbol}`")
+
+    def _saved_output_change(self, run: FunctionInterpreter, tensor: ast.expr, node: ast.AST, how: str) -> None:
         """An in-place op on the output of an op a policy may save (CKP501 reports it when the
         region's policy saves that op)."""
         producer = producer_of(run.module, run.scope, tensor, node)

@@ -7,7 +7,8 @@ it: `experts.view(-1)`, `experts == i`, `torch.argsort(experts)`) is used as an 
 sac_ops.ROUTING_CALLS). Indices kept only for a metric (`(pred == labels).float().mean()`)
 or discarded (`values, _ = torch.topk(...)`) do not route: a recompute that picks other
 indices among ties changes nothing the backward reads. Read from the function's own lines,
-in order; names flowing into a callee are not followed.
+in order from the selection on (a loop that uses a name before the line computing it is not
+followed); names flowing into a callee are not followed.
 """
 
 from __future__ import annotations
@@ -34,19 +35,21 @@ def routing_use(function: ast.AST, call: ast.Call, short: str) -> ast.AST | None
     derived = set(_index_names(target, short))
     if not derived:
         return None
-    statements = sorted(own_statements(function), key=lambda s: (s.lineno, s.col_offset))
-    for _ in range(2):  # a second pass for names a loop computes before using
-        for statement in statements:
-            if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and statement.value is not None:
-                if _mentions(statement.value, derived):
-                    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-                    derived |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    for node in ast.walk(function):
-        if isinstance(node, ast.Name) and node.id in derived and isinstance(node.ctx, ast.Load):
-            found = _routing_position(node, parents)
-            if found is not None:
-                return found
-    return None
+    line = call.lineno
+    statements = sorted((s for s in own_statements(function) if s.lineno >= line), key=lambda s: (s.lineno, s.col_offset))
+    for statement in statements:  # in order, from the selection on
+        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and statement.value is not None:
+            if _mentions(statement.value, derived):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                derived |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    uses = [
+        found
+        for node in ast.walk(function)
+        if isinstance(node, ast.Name) and node.id in derived and isinstance(node.ctx, ast.Load) and node.lineno >= line
+        for found in [_routing_position(node, parents)]
+        if found is not None
+    ]
+    return min(uses, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))) if uses else None
 
 
 def _parents(function: ast.AST) -> dict[int, ast.AST]:

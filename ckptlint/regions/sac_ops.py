@@ -44,7 +44,9 @@ LINEAR_WITHOUT_BIAS = "aten.mm"
 METHOD_PRODUCERS: dict[str, str] = {"mm": "aten.mm", "matmul": "aten.mm", "bmm": "aten.bmm", "relu": "aten.relu", "sigmoid": "aten.sigmoid", "tanh": "aten.tanh", "softmax": "aten._softmax"}
 MATMUL_OPERATOR = "aten.mm"  # `x @ w`
 # producers whose N-D form returns an `_unsafe_view` of the op's output: an in-place change of
-# it bypasses SAC's mutation check in eager and the gradient is silently wrong (measured, 2.13)
+# it bypasses SAC's mutation check in eager and the gradient is silently wrong (measured, 2.13;
+# `F.linear` only without a bias). `@` and `torch.matmul` count as `aten.mm` (a 2-D weight);
+# two batched operands reach `aten.bmm` instead.
 RESHAPED_WHEN_BATCHED = frozenset({"torch.matmul", "matmul", "@", LINEAR})
 
 # in-place functions: the first argument is changed

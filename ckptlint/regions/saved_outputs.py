@@ -73,7 +73,8 @@ def _producer(module: ModuleSymbols, scope: Scope, value: ast.expr) -> Producer 
         op = sac_ops.PRODUCERS[name]
         if name == sac_ops.LINEAR and len(value.args) < 3 and not any(k.arg == "bias" for k in value.keywords):
             op = sac_ops.LINEAR_WITHOUT_BIAS
-        return Producer(op, text, name in sac_ops.RESHAPED_WHEN_BATCHED)
+        # `F.linear` with a bias reaches `aten.addmm` and a view sharing its version counter: that raises
+        return Producer(op, text, name in sac_ops.RESHAPED_WHEN_BATCHED and op != sac_ops.PRODUCERS[sac_ops.LINEAR])
     if name is None and isinstance(value.func, ast.Attribute) and value.func.attr in sac_ops.METHOD_PRODUCERS:
         return Producer(sac_ops.METHOD_PRODUCERS[value.func.attr], text, value.func.attr in sac_ops.RESHAPED_WHEN_BATCHED)
     return None

@@ -14,7 +14,7 @@ _RAISES = (
 class InPlaceOnSavedOutput(RegionRule):
     code = "CKP501"
     name = "in-place-on-saved-output"
-    summary = "In a selective-checkpoint region, an in-place op (`relu_()`, `add_()`, `inplace=True` activations or dropout) changes the output of an op the policy saves."
+    summary = "In a selective-checkpoint region, an in-place op (`relu_()`, `add_()`, `+=`, `inplace=True` activations or dropout) changes the output of an op the policy saves."
     explanation = """
         A selective-checkpoint policy (`context_fn=partial(create_selective_checkpoint_contexts,
         [torch.ops.aten.mm.default])`) keeps the outputs of the ops it saves from the forward
@@ -23,7 +23,7 @@ class InPlaceOnSavedOutput(RegionRule):
         changed value. Measured on torch 2.13 CPU:
 
         - eager: the backward raises `RuntimeError: Tensor cached during selective activation
-          checkpoint has been mutated` (for `y = torch.mm(x, w); y.relu_()`, `y.add_(1.0)`,
+          checkpoint has been mutated` (for `y = torch.mm(x, w); y.relu_()`, `y.add_(1.0)`, `y += b`,
           `F.dropout(y, inplace=True)`, and `nn.Linear` on a 2-D or 3-D input with a saved
           `aten.addmm`);
         - when the saved output is reached through `matmul`'s reshape (`x @ w` or `F.linear`
