@@ -176,7 +176,7 @@ class ExecutionContexts:
         self._by_call: dict[int, ExecutionContext] = {}
         self._by_site: dict[tuple[str, int, int], ExecutionContext] = {}
         self._facts: dict[str, _ModuleFacts] = {}  # by module path
-        self._words: dict[str, frozenset[str]] = {}
+        self._words: dict[str, frozenset[bytes]] = {}
         self._flags: dict[Path, list[Evidence]] = {}  # by import root
 
     # -- the API -------------------------------------------------------------------------
@@ -302,13 +302,14 @@ class ExecutionContexts:
         for path, words in self.context_files:
             if os.path.abspath(path) == os.path.abspath(own) or not (words & (OFFLOAD_WORDS | {COMPILE_WORD})):
                 continue
-            if os.path.dirname(os.path.abspath(path)) != directory and stem not in self._file_words(path):
+            if os.path.dirname(os.path.abspath(path)) != directory and stem.encode() not in self._file_words(path):
                 continue
             other = self._load(path)
             if other is not None:
                 yield self._module_facts(other)
 
-    def _file_words(self, path: str) -> frozenset[str]:
+    def _file_words(self, path: str) -> frozenset[bytes]:
+        """The file's words, read once, as bytes (decoding every word cost more than reading)."""
         found = self._words.get(path)
         if found is None:
             try:
@@ -316,7 +317,7 @@ class ExecutionContexts:
             except OSError:
                 content = b""
             data = content.encode() if isinstance(content, str) else content
-            found = self._words[path] = frozenset(word.decode() for word in data.translate(WORDS_ONLY).split())
+            found = self._words[path] = frozenset(data.translate(WORDS_ONLY).split())
         return found
 
     def _load(self, path: str) -> ModuleSymbols | None:

@@ -26,6 +26,7 @@ from ckptlint.sac_policy import CREATE_CONTEXTS, PARTIAL, enclosing_scope, polic
 from ckptlint.symbols import ASSIGN, DEF, ModuleSymbols, Scope
 
 _OPS_PREFIX = "torch.ops."
+_CREATE_CONTEXTS_WORD = CREATE_CONTEXTS.rpartition(".")[2]
 _MAX_DEPTH = 4
 
 IN_LIST = "list"  # the op list itself: torch raises
@@ -45,11 +46,10 @@ class PacketEntry:
 
 def op_packets(module: ModuleSymbols) -> Iterator[PacketEntry]:
     """Every op packet in a policy list or a policy function's collection of the module."""
+    if _CREATE_CONTEXTS_WORD not in module.source.text:
+        return  # any spelling of the policy constructor names it, at least in an import
     seen: set[int] = set()
-    for node in ast.walk(module.tree):
-        if not isinstance(node, ast.Call):
-            continue
-        scope = enclosing_scope(module, node)
+    for node, scope in module.calls:
         policy: ast.expr | None = None
         if node.args and module.qualified_name(node.func, scope) == CREATE_CONTEXTS:
             policy = node.args[0]
