@@ -205,6 +205,62 @@ def test_the_save_the_op_fix_names_the_op_the_policy_sees() -> None:
     assert "[torch.ops.aten.sort.default, ...]" in finding.message  # argsort dispatches aten.sort
 
 
+@pytest.mark.parametrize(
+    "decision, column, feeds",
+    [
+        ("_, chosen = torch.topk(load, 2)\n        return x[chosen]", 12, "a selection whose indices route (`torch.topk(load, 2)`, line 8)"),
+        ("keep = load[first] < cap\n        return x[keep]", 12, "a comparison (`load[first] < cap`, line 8)"),
+        ("return x.gather(0, load.long())", 12, "a position argument (`x.gather(0, load.long())`, line 8)"),
+        ("return x if load.any() else -x", 12, "a branch condition (`load.any()`, line 8)"),
+        ("return x[load.nonzero()]", 12, "a position argument (`load.nonzero()`, line 8)"),
+        ("return x[torch.where(load.gt(cap))]", 12, "a comparison (`load.gt(cap)`, line 8)"),
+    ],
+)
+def test_an_accumulation_is_reported_where_its_sums_decide(decision: str, column: int, feeds: str) -> None:
+    finding, *selection = _findings(f"""
+    def route(x, first, probs, cap):
+        load = torch.zeros(8).scatter_add_(0, first, probs)
+        {decision}
+
+    def forward(x, first, probs, cap):
+        return checkpoint(route, x, first, probs, cap, use_reentrant=False)
+    """)
+    assert (finding.code, finding.line, finding.column) == ("CKP504", 7, column)
+    assert [(f.code, f.line, f.column) for f in selection] == ([("CKP504", 8, 17)] if "topk" in decision else [])  # the topk's own
+    assert f"is recomputed inside the region and its result feeds {feeds}: it accumulates in arbitrary order on CUDA" in finding.message
+
+
+def test_an_in_place_accumulation_decides_through_its_receiver() -> None:
+    findings = _findings("""
+    def route(x, first, probs, cap):
+        load = torch.zeros(8)
+        load.index_add_(0, first, probs)
+        spare = load.size(0) > 4  # the shape: decides nothing
+        over = load > cap
+        return x[~over[first]], spare
+
+    def forward(x, first, probs, cap):
+        return checkpoint(route, x, first, probs, cap, use_reentrant=False)
+    """)
+    assert [(f.code, f.line, f.column) for f in findings] == [("CKP504", 8, 5)]
+    assert "`load.index_add_()` (index-add) is recomputed inside the region and its result feeds a comparison (`load > cap`, line 10)" in findings[0].message
+
+
+def test_sums_only_returned_added_or_used_as_values_are_not_reported() -> None:
+    assert _found("""
+    def combine(x, idx, expert_out, weights, ids):
+        out = torch.zeros_like(x)
+        out.index_add_(0, idx, expert_out.to(out.dtype))
+        load = torch.bincount(ids, weights=weights)
+        picked = torch.gather(load, 0, ids)  # the sums are the values gathered
+        other = torch.zeros_like(x).index_add_(0, idx, out)  # passed as the values added
+        return out + x, picked, other, load.shape[0] > 2
+
+    def forward(x, idx, expert_out, weights, ids):
+        return checkpoint(combine, x, idx, expert_out, weights, ids, use_reentrant=False)
+    """) == []
+
+
 # -- CKP505 ------------------------------------------------------------------------------------
 
 HOOKED = """

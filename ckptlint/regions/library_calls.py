@@ -16,6 +16,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from ckptlint.regions import communication, sac_ops, torch_api
+from ckptlint.regions.accumulation_use import decision_use
 from ckptlint.regions.routing_use import routing_use
 from ckptlint.regions.saved_outputs import producer_of
 from ckptlint.regions.summary import (
@@ -185,8 +186,9 @@ class LibraryCalls:
         run.record(Effect(SAVED_OUTPUT_MUTATED, run.module, node, "reshaped" if producer.reshaped else "direct", facts, saved_as=frozenset({producer.op})))
 
     def _nondeterministic(self, run: FunctionInterpreter, op: sac_ops.NondeterministicOp, short: str, node: ast.Call, callee: str) -> None:
-        """A selection whose indices route, or an accumulation, whose recompute may differ
-        from the forward's (CKP504, unless the region's policy saves the op)."""
+        """A selection whose indices route, or an accumulation whose result reaches a routing
+        decision, whose recompute may differ from the forward's (CKP504, unless the region's
+        policy saves the op)."""
         given = keyword_value(node, op.only_with) if op.only_with else None
         if op.only_with and (given is None or _false_constant(given)):
             return  # `bincount` without weights counts exactly; `index_put` without accumulate writes
@@ -198,6 +200,11 @@ class LibraryCalls:
             if used is None:
                 return
             facts += (("use", ast.unparse(used)), ("use_line", str(getattr(used, "lineno", node.lineno))))
+        else:
+            decision = decision_use(run.scope.node, node, short)
+            if decision is None:
+                return  # sums that differ in the last bits and decide nothing change nothing the backward reads
+            facts += (("feeds", decision.feeds), ("use", ast.unparse(decision.node)), ("use_line", str(getattr(decision.node, "lineno", node.lineno))))
         run.record(Effect(NONDETERMINISTIC_OP, run.module, node, op.kind, facts, saved_as=frozenset({op.op})))
 
     # -- methods whose meaning comes from the library ---------------------------

@@ -14,6 +14,7 @@ followed); names flowing into a callee are not followed.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from ckptlint.regions import sac_ops
 from ckptlint.syntax import own_statements
@@ -25,23 +26,17 @@ _INDEX_POSITION = {"topk": 1, "sort": 1}  # where the indices are in the result'
 def routing_use(function: ast.AST, call: ast.Call, short: str) -> ast.AST | None:
     """Where the indices of `call` (a `topk`, `sort`, `argsort`, `argmax`, `argmin`) route,
     or None when they do not."""
-    parents = _parents(function)
+    parents = parent_map(function)
     holder, target = _holder(call, parents, short)
     if holder is None:
         return None
     direct = _routing_position(holder, parents)
     if direct is not None:
         return direct
-    derived = set(_index_names(target, short))
+    derived = flowing_names(function, set(_index_names(target, short)), call.lineno)
     if not derived:
         return None
     line = call.lineno
-    statements = sorted((s for s in own_statements(function) if s.lineno >= line), key=lambda s: (s.lineno, s.col_offset))
-    for statement in statements:  # in order, from the selection on
-        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and statement.value is not None:
-            if _mentions(statement.value, derived):
-                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-                derived |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
     uses = [
         found
         for node in ast.walk(function)
@@ -52,7 +47,28 @@ def routing_use(function: ast.AST, call: ast.Call, short: str) -> ast.AST | None
     return min(uses, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))) if uses else None
 
 
-def _parents(function: ast.AST) -> dict[int, ast.AST]:
+def flowing_names(function: ast.AST, names: set[str], line: int, bound: Callable[[ast.expr], set[str]] | None = None) -> set[str]:
+    """`names` and every name assigned from an expression mentioning one of them, reading the
+    function's assignments in order from `line` on (shared with accumulation_use.py). `bound`:
+    the names an assignment target binds (default: every name in it, `out[idx]`'s `idx` too)."""
+    derived = set(names)
+    if not derived:
+        return derived
+    statements = sorted((s for s in own_statements(function) if s.lineno >= line), key=lambda s: (s.lineno, s.col_offset))
+    for statement in statements:
+        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and statement.value is not None:
+            if _mentions(statement.value, derived):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                derived |= {name for t in targets for name in (bound or _every_name)(t)}
+    return derived
+
+
+def _every_name(target: ast.expr) -> set[str]:
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+def parent_map(function: ast.AST) -> dict[int, ast.AST]:
+    """Each node's parent, by the child's id."""
     return {id(child): parent for parent in ast.walk(function) for child in ast.iter_child_nodes(parent)}
 
 

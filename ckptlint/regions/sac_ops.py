@@ -13,7 +13,9 @@ it). NONDETERMINISTIC: ops whose recompute may differ from the forward (CKP504):
 whose indices flip between near-equal scores (`topk`, unstable `sort`/`argsort`,
 `argmax`/`argmin`), reported only where the indices choose what is computed (routing), and
 accumulations in arbitrary order on CUDA (`histc`, weighted `bincount`, `scatter_add`,
-`index_add`, `index_put_(accumulate=True)`, `scatter_reduce`), reported wherever they run.
+`index_add`, `index_put_(accumulate=True)`, `scatter_reduce`), reported only where their
+result reaches a routing decision (DECISION_POSITIONS, COMPARISON_CALLS, a routing selection,
+a branch): sums that differ in the last bits change nothing else the backward reads.
 """
 
 from __future__ import annotations
@@ -105,3 +107,23 @@ ROUTING_CALLS = frozenset(
         "index_put_", "index_fill", "index_fill_", "one_hot", "bincount", "histc", "masked_select", "embedding",
     }
 )  # fmt: skip
+
+# where a call takes the positions it picks, for an accumulation's result reaching a routing
+# decision (CKP504): (argument index of the function form `torch.gather(x, 1, index)`, of the
+# method form `x.gather(1, index)` with -1 for the receiver, keyword). A result passed as the
+# values (`out.index_add_(0, idx, result)`, a gather's input) picks nothing.
+_INDEX_THIRD = (2, 1, "index")
+DECISION_POSITIONS: dict[str, tuple[int, int, str]] = {
+    **dict.fromkeys(
+        ("gather", "index_select", "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_",
+         "index_add", "index_add_", "index_copy", "index_copy_", "index_fill", "index_fill_"),
+        _INDEX_THIRD,
+    ),
+    "take_along_dim": (1, 0, "indices"), "take": (1, 0, "index"), "index_put": (1, 0, "indices"), "index_put_": (1, 0, "indices"),
+    **dict.fromkeys(("masked_select", "masked_fill", "masked_fill_", "masked_scatter", "masked_scatter_"), (1, 0, "mask")),
+    "one_hot": (0, -1, "tensor"), "embedding": (0, -1, "input"), "bincount": (0, -1, "input"), "histc": (0, -1, "input"),
+    "nonzero": (0, -1, "input"), "argwhere": (0, -1, "input"), "where": (0, 0, "condition"),
+}  # fmt: skip
+# calls that compare (a capacity mask `counts.gt(capacity)`), as `counts > capacity` does
+COMPARISON_CALLS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal", "not_equal"})
+SELECTION_NAMES = frozenset(_SELECTIONS)

@@ -10,7 +10,7 @@ _FIX = "save it with a selective-checkpoint policy (`context_fn=functools.partia
 class NondeterministicRecompute(RegionRule):
     code = "CKP504"
     name = "nondeterministic-op-recomputed"
-    summary = "The region recomputes an op whose result may differ from the forward's: a top-k/sort/argmax whose indices route (MoE expert choice), or a CUDA accumulation in arbitrary order (`histc`, weighted `bincount`, `scatter_add`, `index_add`, `index_put_(accumulate=True)`, `scatter_reduce`)."
+    summary = "The region recomputes an op whose result may differ from the forward's: a top-k/sort/argmax whose indices route (MoE expert choice), or a CUDA accumulation in arbitrary order (`histc`, weighted `bincount`, `scatter_add`, `index_add`, `index_put_(accumulate=True)`, `scatter_reduce`) whose result reaches a routing decision."
     explanation = """
         The backward of a checkpointed region runs its forward again and differentiates the
         recompute, trusting it to compute what the forward did. Two kinds of ops break that
@@ -33,8 +33,16 @@ class NondeterministicRecompute(RegionRule):
           weights=...)`, `scatter_add`, `index_add`, `index_put_(..., accumulate=True)`,
           `scatter_reduce`. On CUDA they add with atomics (torch lists them as
           non-deterministic under `torch.use_deterministic_algorithms`), so the recompute's
-          floating-point sums can differ from the forward's. On CPU they are deterministic;
-          the linter cannot know the device and reports them in any region.
+          floating-point sums can differ from the forward's in the last bits. That matters
+          only where the sums decide: reported when the result reaches, in the same
+          function (directly or through names computed from it), a selection whose indices
+          route (`torch.topk(counts, 2)`), a comparison (`counts > capacity`, `.gt()`), a
+          branch condition, an index (`x[keep]`) or a position argument (`gather`'s or
+          `scatter_`'s index, `F.one_hot`, `.nonzero()`, `torch.where`'s condition). A
+          result only returned, added or passed as values (the MoE combine step
+          `out.index_add_(0, idx, expert_out)`) differs in the last bits of an activation
+          and is not reported. On CPU they are deterministic; the linter cannot know the
+          device and reports such a decision in any region.
 
         Saving the op with a selective-checkpoint policy removes the hazard: the recompute
         returns the forward's cached output instead of running the op (torch 2.13
@@ -91,8 +99,9 @@ class NondeterministicRecompute(RegionRule):
     messages = {
         "selection": "`{callee}()` ({family}) is recomputed inside the region and its indices route (`{use}`, line {use_line}): "
         "near-equal scores can pick other indices at recompute, so the backward routes differently from the forward; " + _FIX,
-        "accumulation": "`{callee}()` ({family}) is recomputed inside the region: it accumulates in arbitrary order on CUDA, "
-        "so the recompute may differ from the forward; " + _FIX,
+        "accumulation": "`{callee}()` ({family}) is recomputed inside the region and its result feeds {feeds} (`{use}`, line {use_line}): "
+        "it accumulates in arbitrary order on CUDA, so the recomputed sums may differ from the forward's in the last bits "
+        "and the backward may decide otherwise than the forward did; " + _FIX,
     }
 
     def applies(self, call: CheckpointCall, effect: Effect) -> bool:
