@@ -709,10 +709,12 @@ class Evaluator:
 
     def _frozen_embedding(self, attribute: str) -> Reason | None:
         info = self.flow.classes.enclosing_class(self.module, self.scope)
-        if info is None or self.flow.layer_class(info, attribute) not in ("Embedding", "EmbeddingBag"):
+        if info is None:
             return None
-        line = self.flow.frozen_line(info, attribute)
-        return Reason(FROZEN_EMBEDDING, f"self.{attribute}", line) if line is not None else None
+        line = self.flow.frozen_line(info, attribute)  # first: rarely anything, and cheaper than the attribute's class
+        if line is None or self.flow.layer_class(info, attribute) not in ("Embedding", "EmbeddingBag"):
+            return None
+        return Reason(FROZEN_EMBEDDING, f"self.{attribute}", line)
 
     def scopereceiver(self) -> str | None:
         current: Scope | None = self.scope
@@ -1106,7 +1108,7 @@ def _grad_context(expr: ast.expr) -> str | None:
     return None
 
 
-_GRAD_STATE_WORDS = ("requires_grad", "register_", "parameters")  # what each shape `_touches_grad_state` accepts spells
+_GRAD_STATE_WORDS = ("requires_grad", "register_", ".parameters(")  # what each shape `_touches_grad_state` accepts spells (not the word "parameters" of every docstring)
 
 
 def _touches_grad_state(node: ast.AST) -> bool:
