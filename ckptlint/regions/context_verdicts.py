@@ -113,7 +113,10 @@ def with_contexts(findings: list[Finding], calls: list[CheckpointCall], contexts
         new_sites: list[Site] = []
         for site in sites:
             call = by_site.get((site.path, site.line, site.column))
-            context = contexts.of(call) if call is not None else contexts.at(site)
+            # a site whose call is in another module (CKP303 at the DDP call) stays without a context:
+            # whether this state had computed that call's context depended on which files a worker
+            # analysed first, so `--jobs` changed the report
+            context = contexts.of(call) if call is not None else None
             new_sites.append(replace(site, context=site_context(finding.code, context, level)) if context is not None else site)
         severity = most_severe(s.context.severity if s.context is not None else level for s in new_sites)
         annotated.append(replace(finding, sites=tuple(new_sites), severity=severity))

@@ -38,7 +38,6 @@ from typing import Any, Iterator
 from ckptlint.calls import CheckpointCall
 from ckptlint.classes import ClassIndex
 from ckptlint.context_prefilter import COMPILE_WORD, FLAG_WORD, OFFLOAD_WORDS, ContextFiles
-from ckptlint.finding import Site
 from ckptlint.prefilter import WORDS_ONLY
 from ckptlint.project import Project, import_root, read_content
 from ckptlint.regions.inference import TypeInference
@@ -174,7 +173,6 @@ class ExecutionContexts:
         self.context_files = context_files  # (absolute path, the context words it mentions)
         self.consulted: dict[str, str] = {}  # modules read beside the analysed one: its dependencies too
         self._by_call: dict[int, ExecutionContext] = {}
-        self._by_site: dict[tuple[str, int, int], ExecutionContext] = {}
         self._facts: dict[str, _ModuleFacts] = {}  # by module path
         self._words: dict[str, frozenset[bytes]] = {}
         self._flags: dict[Path, list[Evidence]] = {}  # by import root
@@ -185,12 +183,7 @@ class ExecutionContexts:
         found = self._by_call.get(id(call.node))
         if found is None:
             found = self._by_call[id(call.node)] = self._context(call)
-            self._by_site[(call.path, call.line, call.column)] = found
         return found
-
-    def at(self, site: Site) -> ExecutionContext | None:
-        """The context of the call at `site`, when `of` computed it in this state."""
-        return self._by_site.get((site.path, site.line, site.column))
 
     def take_consulted(self) -> dict[str, str]:
         consulted, self.consulted = self.consulted, {}
