@@ -156,40 +156,6 @@ def _is_method(module: ModuleSymbols, class_scope: Scope, name: str) -> bool:
     return False
 
 
-# -- the call's context, when the run computes no execution contexts ---------------------------
-
-_COMPILE = "torch.compile"
-_OFFLOAD_HOOKS = frozenset({"torch.autograd.graph.save_on_cpu", "torch.autograd.graph.saved_tensors_hooks"})
-
-
-def compiled_by_decorator(module: ModuleSymbols, scope: Scope) -> bool:
-    """A function enclosing the call is decorated `@torch.compile` / `@torch.compile(...)`
-    (what execution_context.py sees besides, `torch.compile(model)` elsewhere, is not read here)."""
-    current: Scope | None = scope
-    while current is not None:
-        node = current.node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for decorator in node.decorator_list:
-                target = decorator.func if isinstance(decorator, ast.Call) else decorator
-                if module.qualified_name(target, current.parent or current) == _COMPILE:
-                    return True
-        current = current.parent
-    return False
-
-
-def enclosing_offload(module: ModuleSymbols, scope: Scope, call: ast.AST) -> str | None:
-    """`save_on_cpu` / `saved_tensors_hooks` of a `with` around `call` in its function."""
-    line = getattr(call, "lineno", 0)
-    for node in ast.walk(scope.node):
-        if isinstance(node, ast.With) and node.lineno <= line <= (node.end_lineno or node.lineno):
-            for item in node.items:
-                expr = item.context_expr
-                name = module.qualified_name(expr.func if isinstance(expr, ast.Call) else expr, scope)
-                if name in _OFFLOAD_HOOKS:
-                    return name.rsplit(".", 1)[-1]
-    return None
-
-
 def is_selective(context_fn: ast.expr, module: ModuleSymbols) -> bool:
     """The `context_fn` is a selective-checkpoint policy (sac_policy.py reads it)."""
     return policy_saved_ops(context_fn, module) is not None
@@ -223,18 +189,17 @@ def rejected_context_fns(calls: list[CheckpointCall], context_of: ContextOf) -> 
         variant = rejected_context_fn(keyword.module, scope, keyword.value)
         if variant is None:
             continue
-        compiled_by = _compiled_by(call, context_of(call))
+        compiled_by = _compiled_by(context_of(call))
         if compiled_by is not None:
             yield RejectedContextFn(call, keyword.value, variant, compiled_by)
 
 
-def _compiled_by(call: CheckpointCall, context: ExecutionContext | None) -> str | None:
-    if context is not None:
-        if not context.compiled:
-            return None
-        seen = [e.describe() for e in context.evidence if e.fact == COMPILED]
-        return seen[0] if seen else "torch.compile"
-    return "an enclosing `@torch.compile`" if compiled_by_decorator(call.module, call.scope) else None
+def _compiled_by(context: ExecutionContext | None) -> str | None:
+    """The compile that covers the call (regions/execution_context.py), None when it runs eagerly."""
+    if context is None or not context.compiled:
+        return None
+    seen = [e.describe() for e in context.evidence if e.fact == COMPILED]
+    return seen[0] if seen else "torch.compile"
 
 
 def hooked_selective_calls(calls: list[CheckpointCall], context_of: ContextOf) -> Iterator[HookedSelectiveCall]:
@@ -244,7 +209,7 @@ def hooked_selective_calls(calls: list[CheckpointCall], context_of: ContextOf) -
         if keyword is None or not is_selective(keyword.value, keyword.module):
             continue
         context = context_of(call)
-        hook = context.offload if context is not None else enclosing_offload(call.module, call.scope, call.node)
+        hook = context.offload if context is not None else None
         if hook is None:
             continue
         respects = call.keyword("respect_saved_tensors_hooks")
