@@ -30,6 +30,7 @@ from typing import Callable, Iterable
 
 from ckptlint.finding import Finding
 from ckptlint.libraries import never_read
+from ckptlint.prefilter import WORDS_ONLY
 from ckptlint.source import DecodeError, SourceFile, decode_source
 from ckptlint.symbols import CLASSDEF, DEF, Binding, ModuleSymbols
 from ckptlint.syntax import parse, parse_error
@@ -120,6 +121,15 @@ def load_source(path: Path, display: str, content: bytes | str | None = None) ->
 
 def read_content(path: Path, overlay: bytes | str | None = None) -> bytes | str:
     return path.read_bytes() if overlay is None else overlay
+
+
+def file_words(path: str, overlays: dict[Path, bytes | str]) -> frozenset[bytes]:
+    """The words of a file (an editor's unsaved text first) as bytes: a text test for whether it
+    can name something, without parsing it; decoding every word cost more than reading. Raises
+    OSError when it cannot be read."""
+    content = read_content(Path(path), overlays.get(Path(os.path.abspath(path))))
+    data = content.encode() if isinstance(content, str) else content
+    return frozenset(data.translate(WORDS_ONLY).split())
 
 
 class Project:

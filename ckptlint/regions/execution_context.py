@@ -38,8 +38,7 @@ from typing import Any, Iterator
 from ckptlint.calls import CheckpointCall
 from ckptlint.classes import ClassIndex
 from ckptlint.context_prefilter import COMPILE_WORD, FLAG_WORD, OFFLOAD_WORDS, ContextFiles
-from ckptlint.prefilter import WORDS_ONLY
-from ckptlint.project import Project, import_root, read_content
+from ckptlint.project import Project, file_words, import_root
 from ckptlint.regions.inference import TypeInference
 from ckptlint.regions.values import ClassType, ContainerType, Types
 from ckptlint.sac_policy import EVERY_OP, policy_saved_ops
@@ -306,11 +305,10 @@ class ExecutionContexts:
         found = self._words.get(path)
         if found is None:
             try:
-                content = read_content(Path(path), self.project.overlays.get(Path(os.path.abspath(path))))
+                found = file_words(path, self.project.overlays)
             except OSError:
-                content = b""
-            data = content.encode() if isinstance(content, str) else content
-            found = self._words[path] = frozenset(data.translate(WORDS_ONLY).split())
+                found = frozenset()
+            self._words[path] = found
         return found
 
     def _load(self, path: str) -> ModuleSymbols | None:

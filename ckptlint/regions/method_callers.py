@@ -13,12 +13,10 @@ from __future__ import annotations
 import ast
 import os
 import weakref
-from pathlib import Path
 from typing import Iterator
 
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.prefilter import WORDS_ONLY
-from ckptlint.project import Project, read_content
+from ckptlint.project import Project, file_words
 from ckptlint.symbols import ASSIGN, IMPORT, ModuleSymbols, Scope, positional_parameters
 
 
@@ -124,11 +122,9 @@ class MethodCallers:
             for entry in entries:
                 path = os.path.join(directory, entry)
                 try:
-                    content = read_content(Path(path), overlays.get(Path(os.path.abspath(path))))
+                    found.append((entry, path, file_words(path, overlays)))
                 except OSError:
                     continue
-                data = content.encode() if isinstance(content, str) else content
-                found.append((entry, path, frozenset(data.translate(WORDS_ONLY).split())))
         return found
 
     def take_consulted(self) -> dict[str, str]:
