@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -34,6 +35,9 @@ from ckptlint.prefilter import WORDS_ONLY
 from ckptlint.source import DecodeError, SourceFile, decode_source
 from ckptlint.symbols import CLASSDEF, DEF, Binding, ModuleSymbols
 from ckptlint.syntax import parse, parse_error
+
+
+_STAR_IMPORT = re.compile(rb"\bimport[ \t\\\n(]*\*")  # `from m import *`, however spaced
 
 
 def display_path(path: Path | str, base: Path | None = None) -> str:
@@ -300,8 +304,22 @@ class Project:
             return None
 
     def _defines(self, module_name: str, name: str) -> bool:
+        path = self.module_path(module_name)
+        if path is None or (self.loaded_at(os.fspath(path)) is None and not self._may_define(path, name)):
+            return False
         module = self.module_named(module_name)
         return module is not None and (bool(module.lookup(module.scope, name)) or module.star_target(name) is not None)
+
+    def _may_define(self, path: Path, name: str) -> bool:
+        """Whether the file's text can bind `name`: it spells it, or re-exports with `import *`.
+        A star search through a zoo's package (`transformers.UdopConfig`) would otherwise parse
+        every model the package's `__init__` star-imports, to find the one that defines it."""
+        try:
+            content = read_content(path, self.overlays.get(self._key(path)))
+        except OSError:
+            return False
+        data = content.encode() if isinstance(content, str) else content
+        return name.encode() in data or _STAR_IMPORT.search(data) is not None
 
     def is_project_name(self, qualified_name: str) -> bool:
         """Could this dotted name live in the project? (Its first part is importable from a root.)"""

@@ -6,6 +6,8 @@ decoded is a CKP000 finding, never an exception.
 
 from __future__ import annotations
 
+import bisect
+
 import io
 import re
 import tokenize
@@ -56,6 +58,7 @@ class SourceFile:
     display_path: str  # the path shown to the user
     text: str
     _byte_lines: dict[int, bytes] = field(default_factory=dict, repr=False)
+    _word_lines: dict[str, list[int]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def lines(self) -> list[str]:
@@ -67,6 +70,23 @@ class SourceFile:
     def parse_text(self) -> str:
         """The text with every line break as `\\n`, which the parser handles everywhere."""
         return _LINE_BREAK.sub("\n", self.text) if "\r" in self.text else self.text
+
+    def mentions(self, word: str, node: object) -> bool:
+        """Whether a line of `node` (a statement or expression; a module: all of them) holds
+        `word` as text: lets a pass skip a node whose syntax cannot name what it looks for,
+        cheaper than walking it. The lines are found once per word per file."""
+        first = getattr(node, "lineno", None)
+        if first is None:
+            return self.lines_between(word, 1, len(self.lines))
+        return self.lines_between(word, first, getattr(node, "end_lineno", None) or first)
+
+    def lines_between(self, word: str, first: int, last: int) -> bool:
+        """Whether a line in `first..last` holds `word`."""
+        hits = self._word_lines.get(word)
+        if hits is None:
+            hits = self._word_lines[word] = [number for number, line in enumerate(self.lines, 1) if word in line]
+        at = bisect.bisect_left(hits, first)
+        return at < len(hits) and hits[at] <= last
 
     def position(self, offset: int) -> tuple[int, int]:
         """1-based (line, column) of a code point offset into `text`."""

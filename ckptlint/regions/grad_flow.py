@@ -215,12 +215,12 @@ class GradFlow:
             found = [replace(i, first_pass=loop) for i in found] if found is not None and loop is not None else None
         return found or []
 
-    def grad_enabled_names(self, scope: Scope) -> frozenset[str]:
+    def grad_enabled_names(self, module: ModuleSymbols, scope: Scope) -> frozenset[str]:
         """The names a function turns `requires_grad` on for (`x.requires_grad_()`, `x.requires_grad = ...`), once per function."""
         found = self._grad_enabled.get(id(scope))
         if found is None:
             names: set[str] = set()
-            for child in ast.walk(scope.node):
+            for child in ast.walk(scope.node) if module.source.mentions("requires_grad", scope.node) else ():
                 if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.func.attr == "requires_grad_":
                     if isinstance(child.func.value, ast.Name):
                         names.add(child.func.value.id)
@@ -933,7 +933,7 @@ class Evaluator:
 
     def _grad_enabled_later(self, name: str) -> bool:
         """`x.requires_grad_()` or `x.requires_grad = True` anywhere in the function: not known."""
-        return name in self.flow.grad_enabled_names(self.scope)
+        return name in self.flow.grad_enabled_names(self.module, self.scope)
 
 
 class _StatementIndex:

@@ -16,7 +16,6 @@ are outside of (a quantised-only `prepare_model_for_kbit_training` does not cove
 from __future__ import annotations
 
 import ast
-import bisect
 import functools
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -110,18 +109,6 @@ class HfEnablings:
         name = self.module.qualified_name(func, scope)
         return None if name is None else self.finder.project.canonical_name(name)
 
-    @functools.cached_property
-    def gradient_checkpointing_lines(self) -> list[int]:
-        """The lines whose text mentions `gradient_checkpointing`, in order: a function none of
-        whose lines does cannot read a Trainer's `args.gradient_checkpointing`."""
-        return [number for number, line in enumerate(self.module.source.lines, 1) if "gradient_checkpointing" in line]
-
-    def mentions_gradient_checkpointing(self, node: ast.AST) -> bool:
-        lines = self.gradient_checkpointing_lines
-        first = getattr(node, "lineno", 1)
-        at = bisect.bisect_left(lines, first)
-        return at < len(lines) and lines[at] <= (getattr(node, "end_lineno", None) or len(self.module.source.lines))
-
     def is_trainer(self, qualified: str) -> bool:
         if qualified in TRAINERS:
             return True
@@ -155,10 +142,17 @@ class _Function:
         return list(if_branches(self.scope.node))
 
     @functools.cached_property
-    def reads_gradient_checkpointing(self) -> bool:
-        """Whether the function reads some `.gradient_checkpointing` (a Trainer's parsed args)."""
-        return self.owner.mentions_gradient_checkpointing(self.scope.node) and any(
-            isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing" for node in own_nodes(self.scope.node)
+    def gradient_checkpointing_readers(self) -> frozenset[str]:
+        """The names whose `.gradient_checkpointing` the function reads (a Trainer's parsed
+        args): only a Trainer handed one of them can enable checkpointing from the command line."""
+        if not self.owner.module.source.mentions("gradient_checkpointing", self.scope.node):
+            return frozenset()
+        return frozenset(
+            root
+            for node in own_nodes(self.scope.node)
+            if isinstance(node, ast.Attribute) and node.attr == "gradient_checkpointing"
+            for root in [root_name(node)]
+            if root is not None
         )
 
     def _may_enable(self, call: ast.Call) -> bool:
@@ -168,7 +162,7 @@ class _Function:
             return True
         model = keyword_value(call, "model") or (call.args[0] if call.args else None)
         arguments = keyword_value(call, "args") or (call.args[1] if len(call.args) > 1 else None)
-        return isinstance(model, ast.Name) and isinstance(arguments, ast.Name) and self.reads_gradient_checkpointing
+        return isinstance(model, ast.Name) and isinstance(arguments, ast.Name) and arguments.id in self.gradient_checkpointing_readers
 
     def hazards(self) -> Iterator[EnablingHazard]:
         enablings = [(call, scope, found) for call, scope in self.calls if self._may_enable(call) for found in [self._enabling(call, scope)] if found]

@@ -48,6 +48,7 @@ class LayerCalls:
         self.classes = classes
         self._instance_classes: weakref.WeakKeyDictionary[ModuleSymbols, dict[frozenset[str], dict[int, frozenset[str]]]] = weakref.WeakKeyDictionary()
         self._assigned_memo: dict[int, dict[str, frozenset[str]]] = {}  # by id of the class scope
+        self._holders_memo: dict[tuple[int, frozenset[str]], dict[str, set[str]]] = {}  # by id of the class scope and the words
 
     def instance_classes(self, module: ModuleSymbols, layers: frozenset[str]) -> dict[int, frozenset[str]]:
         """For each call in `module` that calls an instance of one of the checkpointing layer
@@ -61,23 +62,39 @@ class LayerCalls:
         if found is None:
             found = by_layers[layers] = {}
             qualified = {name.rpartition(".")[2]: name for name in layers}
-            holders: dict[int, dict[str, set[str]]] = {}  # id of a class scope -> attribute -> the layer classes its assignments build
+            holders = self._holders(module, set(qualified))
+            spans = [(info.node.lineno, info.node.end_lineno or info.node.lineno) for info in holders.values()]
             for node, scope in module.calls:
-                if not _may_be_instance(node.func, module, scope):
-                    continue
+                if not any(first <= node.lineno <= last for first, last in spans) or not _may_be_instance(node.func, module, scope):
+                    continue  # only a method of a class holding a layer can call an instance of it
                 owner = self.classes.enclosing_class(module, scope)
-                if owner is None:
+                held = self._layer_holders(owner, set(qualified)) if owner is not None and id(owner.scope) in holders else None
+                if not held:
                     continue
-                held = holders.get(id(owner.scope))
-                if held is None:
-                    held = holders[id(owner.scope)] = self._layer_holders(owner, set(qualified))
                 names = {qualified[word] for attribute in _holders_reached(node.func, module, scope, held) for word in held[attribute]}
                 if names:
                     found[id(node)] = frozenset(names)
         return found
 
+    def _holders(self, module: ModuleSymbols, words: set[str]) -> dict[int, ClassInfo]:
+        """The module's classes (by id of their scope) with an attribute built from one of
+        `words`: a module's calls are walked only inside them."""
+        found: dict[int, ClassInfo] = {}
+        for node, _ in module.classes:
+            info = self.classes.info(module, module.scope_of[id(node)])
+            if self._layer_holders(info, words):
+                found[id(info.scope)] = info
+        return found
+
     def _layer_holders(self, info: ClassInfo, words: set[str]) -> dict[str, set[str]]:
         """The attributes of `info` (and its project bases) whose assignments name one of `words`, with those named."""
+        key = (id(info.scope), frozenset(words))
+        found = self._holders_memo.get(key)
+        if found is None:
+            found = self._holders_memo[key] = self._find_layer_holders(info, words)
+        return found
+
+    def _find_layer_holders(self, info: ClassInfo, words: set[str]) -> dict[str, set[str]]:
         held: dict[str, set[str]] = {}
         for cls in self._local_mro(info):
             if not cls.mentions(words):
