@@ -294,3 +294,32 @@ def test_lambdas_and_comprehensions_in_a_context_file_are_read(tmp_path: Path) -
     assert ckp203.severity == "note" and ckp203.sites[0].context is not None
     # the hook wraps a call of what torch.compile returns, whose type is not inferred: not seen as offloaded
     assert ckp203.sites[0].context.facts["offload"] is None
+
+
+def _ckp303_site_contexts(paths: list[Path], folder: Path) -> list[dict[str, object] | None]:
+    linter = Linter(load_config(find_config(folder), REPO), base=folder)
+    result = linter.lint_paths(paths, project_root=folder)
+    data = json.loads(json_format.render(result))["findings"]
+    return [site.get("context") for finding in data if finding["code"] == "CKP303" for site in finding["checkpoint_sites"]]
+
+
+def test_a_site_in_another_file_takes_that_calls_context_whatever_was_analysed_first() -> None:
+    """CKP303 is reported at the DDP call in train.py; its site is the checkpoint call in
+    model.py, compiled by `model.compile()`: the reentrant hazard does not apply there. The
+    context is the same whether model.py was analysed in the same state (the folder) or only
+    read for train.py's sake (train.py alone), so `--jobs` cannot change the report."""
+    folder = FIXTURES / "site_contexts" / "compiled_ddp"
+    together = _ckp303_site_contexts([folder], folder)
+    alone = _ckp303_site_contexts([folder / "train.py"], folder)
+    assert together == alone
+    [context] = together
+    assert context is not None
+    assert (context["compiled"], context["consequence"], context["severity"]) == (True, "does not apply when compiled", "note")
+    assert [(e["fact"], e["path"], e["line"]) for e in context["evidence"]] == [("compile", "train.py", 13)]  # type: ignore[index,union-attr]
+
+
+def test_a_site_in_another_eager_file_is_described_as_eager() -> None:
+    folder = FIXTURES / "composition" / "hazards" / "ddp_project"
+    [context] = _ckp303_site_contexts([folder / "launch.py"], folder)
+    assert context is not None
+    assert (context["description"], context["consequence"], context["severity"]) == ("eager", "", "warning")

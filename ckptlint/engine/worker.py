@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptlint.rules.context import RuleContext
-from ckptlint.calls import CallFinder
+from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import DEFAULT_CATALOGUE
 from ckptlint.classes import ClassIndex
 from ckptlint.config import Config
@@ -185,7 +185,19 @@ class WorkerState:
         for rule in self.rules:
             findings.extend(rule.check(context))
         outcome.calls = [describe_call(call) for call in calls]
-        return with_contexts(in_project(findings, self.project), calls, self.contexts, self.levels)
+        return with_contexts(in_project(findings, self.project), calls, self.contexts, self.levels, self._calls_in)
+
+    def _calls_in(self, display: str) -> list[CheckpointCall]:
+        """The checkpoint calls of another loaded file (a finding's site there), found with the
+        run's names as when that file is analysed on its own."""
+        module = next((m.symbols for m in self.project.loaded() if m.source is not None and m.source.display_path == display), None)
+        if module is None:
+            return []
+        own, self.finder.names = self.finder.names, self.names.copy()
+        try:
+            return self.finder.checkpoint_calls(module)
+        finally:
+            self.finder.names = own
 
     def reset(self) -> None:
         """Drop every parsed module and memo (after an error)."""

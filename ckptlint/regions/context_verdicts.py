@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.finding import ERROR, NOTE, WARNING, Finding, Site, SiteContext, most_severe
@@ -93,12 +93,22 @@ def site_context(code: str, context: ExecutionContext, level: str) -> SiteContex
     return SiteContext(context.describe(), found.consequence, found.severity or level, context.to_dict(), found.because)
 
 
-def with_contexts(findings: list[Finding], calls: list[CheckpointCall], contexts: ExecutionContexts, levels: Mapping[str, str] | None = None) -> list[Finding]:
+def with_contexts(
+    findings: list[Finding],
+    calls: list[CheckpointCall],
+    contexts: ExecutionContexts,
+    levels: Mapping[str, str] | None = None,
+    calls_in: Callable[[str], list[CheckpointCall]] | None = None,
+) -> list[Finding]:
     """`findings` with each site's context and the severity that follows. A finding without
     sites about a call of `calls` (CKP101 at the call, CKP102 at its keyword) takes the site
-    of the innermost call around it when that call does not run plainly eager."""
+    of the innermost call around it when that call does not run plainly eager. A site in
+    another file (CKP303 at the DDP call, whose checkpoint call is in the model's file) takes
+    the context of the call `calls_in(path)` finds there: computed for that file on its own,
+    whatever a worker analysed before, so that `--jobs` does not change the report."""
     levels = levels or {}
     by_site = {(call.path, call.line, call.column): call for call in calls}
+    searched = {call.path for call in calls}
     annotated: list[Finding] = []
     for finding in findings:
         level = levels.get(finding.code, ERROR if finding.code == "CKP000" else WARNING)
@@ -112,10 +122,11 @@ def with_contexts(findings: list[Finding], calls: list[CheckpointCall], contexts
             sites = (Site(call.path, call.line, call.column),)
         new_sites: list[Site] = []
         for site in sites:
-            call = by_site.get((site.path, site.line, site.column))
-            # a site whose call is in another module (CKP303 at the DDP call) stays without a context:
-            # whether this state had computed that call's context depended on which files a worker
-            # analysed first, so `--jobs` changed the report
+            key = (site.path, site.line, site.column)
+            if key not in by_site and calls_in is not None and site.path not in searched:
+                searched.add(site.path)
+                by_site.update({(c.path, c.line, c.column): c for c in calls_in(site.path)})
+            call = by_site.get(key)
             context = contexts.of(call) if call is not None else None
             new_sites.append(replace(site, context=site_context(finding.code, context, level)) if context is not None else site)
         severity = most_severe(s.context.severity if s.context is not None else level for s in new_sites)
