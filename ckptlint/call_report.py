@@ -20,11 +20,12 @@ def region_text(call: CheckpointCall) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def describe_call(call: CheckpointCall) -> dict[str, Any]:
+def describe_call(call: CheckpointCall, hints: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """The call as `ckptlint calls` shows it: where, which API, its region, its mode and what
-    decided the mode (`mode_source`: `use_reentrant=False`, `transformers 4.57.0 from the environment`)."""
+    decided the mode (`mode_source`: `use_reentrant=False`, `transformers 4.57.0 from the environment`);
+    with `hints`, its static cost hints (regions/region_cost.py: `kind`, `message`)."""
     mode = call.mode
-    return {
+    described: dict[str, Any] = {
         "path": call.path,
         "line": call.line,
         "column": call.column,
@@ -34,3 +35,6 @@ def describe_call(call: CheckpointCall) -> dict[str, Any]:
         "mode_defaulted": mode.by_default,
         "mode_source": mode.source,
     }
+    if hints is not None:
+        described["hints"] = hints
+    return described

@@ -184,6 +184,7 @@ class LintRequest:
     python: str | None = None
     no_libraries: bool = False
     want_fixes: bool = False
+    want_hints: bool = False  # describe the calls' static cost hints (`ckptlint calls`)
     report_unused_noqa: bool | None = None
     from_stdin: bool = False
     _stdin: bytes | None = None
@@ -226,6 +227,7 @@ class LintRequest:
                 no_cache=self.no_cache,
                 cache_dir=self.cache_dir,
                 want_fixes=self.want_fixes,
+                want_hints=self.want_hints,
             )
         except ConfigError as exc:  # an interpreter that cannot be asked: a bad option, as a bad code is
             _fail(f"{exc} (--python, or `python =` in [tool.ckptlint]; --no-libraries lints without them)")
@@ -323,9 +325,11 @@ def check(
 @lint_options
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def calls(request: LintRequest, output_format: str) -> None:
-    """List the checkpoint calls ckptlint recognises in PATHS, with their region, mode and what decided the mode."""
+    """List the checkpoint calls ckptlint recognises in PATHS, with their region, mode, what decided
+    the mode, and where the code says what checkpointing it costs, static cost hints."""
     import json
 
+    request.want_hints = True
     result = request.run()
     described = sorted(result.calls, key=lambda d: (d["path"], d["line"], d["column"]))
     if output_format == "json":
@@ -335,6 +339,8 @@ def calls(request: LintRequest, output_format: str) -> None:
             mode = item["mode"] + (" (default)" if item["mode_defaulted"] else "")
             source = json.dumps(item["mode_source"])  # quoted: it has spaces
             click.echo(f"{item['path']}:{item['line']}:{item['column']}: {item['api']} region={item['region']} mode={mode} source={source}")
+            for hint in item["hints"]:
+                click.echo(f"    hint ({hint['kind']}): {hint['message']}")
     sys.exit(EXIT_ERROR if result.fatal else EXIT_CLEAN)
 
 

@@ -174,6 +174,7 @@ def linter_for(
     no_cache: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
     want_fixes: bool = False,
+    want_hints: bool = False,
 ) -> Linter:
     """A `Linter` whose cache is where every front-end looks for it. `root` is the project
     root the caller lints with (None: no project); `jobs` None means one worker per core.
@@ -186,6 +187,7 @@ def linter_for(
         jobs=default_jobs() if jobs is None else jobs,
         cache_dir=None if no_cache else cache_directory(config, root, cache_dir),
         want_fixes=want_fixes,
+        want_hints=want_hints,
         libraries=found,
         versions=versions_for(config, found, root),
     )

@@ -292,3 +292,62 @@ def test_confirm_cost_hints_in_text_and_json(tmp_path: Path) -> None:
     assert "    hint (single-cheap-op): the region is one op (aten.native_layer_norm)" in text
     cost = json.loads((tmp_path / "r.json").read_text())["records"][0]["cost"]
     assert cost["mib_per_gflop"] is None and [h["kind"] for h in cost["hints"]] == ["single-cheap-op"]
+
+
+HINTED = """\
+import torch
+from torch.utils.checkpoint import checkpoint
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.norm = torch.nn.LayerNorm(16)
+        self.blocks = torch.nn.ModuleList(
+            [torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.GELU(), torch.nn.Linear(64, 16)) for _ in range(2)]
+        )
+
+    def forward(self, x):
+        x = checkpoint(self.norm, x, use_reentrant=False)
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False)
+        return x
+
+
+Model()(torch.randn(4, 16, requires_grad=True)).sum().backward()
+"""
+
+
+def test_confirm_cost_with_lint_shows_the_static_hints_beside_the_measured_ones(tmp_path: Path) -> None:
+    """`--lint` joins the calls' static cost hints (regions/region_cost.py) to the measured call
+    sites, as it joins findings: the norm gets both single-cheap-op hints, the block loop the
+    last-block hint that no replay of one call can give."""
+    (tmp_path / "model.py").write_text(HINTED)
+    completed = run_cli("confirm", "--cost", "--lint", "model.py", "--report", "r.json", "model.py", cwd=tmp_path, env=IMPORTABLE)
+    assert completed.returncode == 0, completed.stderr
+    text = completed.stderr.decode()
+    section = text[text.index("what each checkpoint costs (--cost):"):].splitlines()
+    norm = section.index("model.py:15:13: region LayerNorm.forward [non-reentrant]")
+    block = section.index("model.py:17:17: region Sequential.forward [non-reentrant]")
+    norm_lines, block_lines = section[norm + 1 : block], section[block + 1 :]
+    assert [line.split(":")[0] for line in norm_lines if "hint (" in line] == ["    hint (single-cheap-op)", "    static hint (single-cheap-op)"]
+    assert "    hint (single-cheap-op): the region is one op (aten.native_layer_norm)" in "\n".join(norm_lines)
+    assert "    static hint (single-cheap-op): the region is one elementwise op or norm (nn.LayerNorm): " in "\n".join(norm_lines)
+    static_block = [line for line in block_lines if "hint (" in line]
+    assert static_block == [
+        "    static hint (last-block): every block of `self.blocks` is checkpointed, the last one included: its recompute "
+        "runs first in backward, right after the head's forward, so checkpointing it lowers no peak memory while it still "
+        "pays the recompute; skip the last block (`if i < len(self.blocks) - 1`, or loop over `self.blocks[:-1]` and call "
+        "the last block plainly)"
+    ]
+    records = {r["site"]["line"]: r for r in json.loads((tmp_path / "r.json").read_text())["records"]}
+    assert [h["kind"] for h in records[15]["cost"]["hints"]] == ["single-cheap-op"]
+    assert [h["kind"] for h in records[15]["cost"]["static_hints"]] == ["single-cheap-op"]
+    assert records[17]["cost"]["hints"] == []
+    assert [h["kind"] for h in records[17]["cost"]["static_hints"]] == ["last-block"]
+    # without --lint no static analysis runs: measured hints only
+    completed = run_cli("confirm", "--cost", "--report", "plain.json", "model.py", cwd=tmp_path, env=IMPORTABLE)
+    assert completed.returncode == 0, completed.stderr
+    assert "static hint" not in completed.stderr.decode()
+    assert all("static_hints" not in r["cost"] for r in json.loads((tmp_path / "plain.json").read_text())["records"])

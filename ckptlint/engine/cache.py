@@ -128,6 +128,12 @@ class CacheEntry:
     calls: tuple[dict[str, object], ...] = ()
     rules: RuleSet = RuleSet.ALL
 
+    @property
+    def has_hints(self) -> bool:
+        """Whether its calls were described with their static cost hints (a run of `ckptlint
+        calls`): a lint describes them without, and `ckptlint calls` then redoes the analysis once."""
+        return all("hints" in call for call in self.calls)
+
     def to_dict(self) -> dict[str, object]:
         data: dict[str, object] = {"kind": self.kind.value, "digest": self.digest}
         if self.kind is not EntryKind.SKIPPED:
@@ -316,19 +322,29 @@ def _findings(value: object) -> tuple[Finding, ...]:
     return findings
 
 
-# a described call's fields and their types (call_report.describe_call), as `ckptlint calls` reads them
+# a described call's fields and their types (call_report.describe_call), as `ckptlint calls` reads them;
+# `hints` (a list of {"kind": str, "message": str}) only when the run described them
 _CALL_FIELDS: dict[str, type] = {"path": str, "line": int, "column": int, "api": str, "region": str, "mode": str, "mode_defaulted": bool, "mode_source": str}
+_HINT_FIELDS = frozenset({"kind", "message"})
 
 
 def _calls(value: object) -> tuple[dict[str, object], ...]:
     if type(value) is not list:
         raise MalformedCache("calls: not a list")
     for call in value:
-        if type(call) is not dict or call.keys() != _CALL_FIELDS.keys():
+        if type(call) is not dict or call.keys() - {"hints"} != _CALL_FIELDS.keys():
             raise MalformedCache("call: not an object with the fields describe_call gives")
         if not all(type(call[name]) is kind for name, kind in _CALL_FIELDS.items()):
             raise MalformedCache("call: a field of the wrong type")
+        if "hints" in call and not _hints(call["hints"]):
+            raise MalformedCache("call: hints not a list of {kind, message} texts")
     return tuple(value)
+
+
+def _hints(value: object) -> bool:
+    return type(value) is list and all(
+        type(hint) is dict and hint.keys() == _HINT_FIELDS and all(type(text) is str for text in hint.values()) for hint in value
+    )
 
 
 def _well_typed(finding: Finding) -> bool:

@@ -53,6 +53,7 @@ class Linter:
         cache_dir: Path | None = None,
         want_fixes: bool = False,
         libraries: Libraries | None = None,
+        want_hints: bool = False,
         versions: Versions | None = None,
     ):
         self.config = config
@@ -69,6 +70,7 @@ class Linter:
         self.jobs = max(1, jobs)
         self.cache_dir = cache_dir
         self.want_fixes = want_fixes
+        self.want_hints = want_hints  # describe the calls' static cost hints (region_cost.py): `ckptlint calls`, `confirm --cost`
         self.rules: list[Rule] = [rule for rule in ALL_RULES if self.selected(rule.code)]
 
     def has_overlay(self, path: Path) -> bool:
@@ -153,7 +155,9 @@ class Linter:
         codes = tuple(rule.code for rule in rules)
         overlays = tuple(sorted(self.overlays.items()))
         config = self.config.without_reporting()
-        return Settings(config, os.fspath(self.base), codes, self.want_fixes, rule_set, overlays, self.libraries.paths, self.versions)
+        return Settings(
+            config, os.fspath(self.base), codes, self.want_fixes, rule_set, overlays, self.libraries.paths, self.versions, want_hints=self.want_hints
+        )
 
     def _project_files(self, project_root: Path | None) -> list[Path]:
         if project_root is None:

@@ -7,7 +7,8 @@ So an analysis is redone when a dependency's import could name an added or remov
 (the import edges say which; they are read only when files came or went), and nothing
 stands when a package marker (`__init__.py`) came or went, which renames the modules below
 it, or the import roots changed, which changes what top-level names mean. An analysis
-that ran fewer rules than this run needs (cache.RuleSet) is redone. Whether an analysis's
+that ran fewer rules than this run needs (cache.RuleSet), or described its calls without the
+static cost hints this run wants (`ckptlint calls`), is redone. Whether an analysis's
 key matches the names is the run's question (run.py): the names are grown there.
 """
 
@@ -38,6 +39,7 @@ class Reuse:
         roots: Sequence[str],
         root_of: Callable[[str], Path],
         rule_set: RuleSet = RuleSet.ALL,
+        want_hints: bool = False,
     ) -> None:
         self.cache = cache  # None: nothing is written
         self.index = index
@@ -45,6 +47,7 @@ class Reuse:
         self.files = files
         self.roots = roots  # this run's import roots
         self.rule_set = rule_set  # the rules this run's analyses run: a cached one must cover them
+        self.want_hints = want_hints  # this run describes static cost hints: a cached analysis must have them
         self._analyses: dict[str, CacheEntry | None] = {}  # memo of `analysis`
         self._edges: dict[str, ModuleEdges] | None = None  # the cache's, read when first needed
         self._new_edges: dict[str, ModuleEdges] = {}  # this run's workers'
@@ -89,7 +92,7 @@ class Reuse:
         entry = self._current(path)
         if entry is None or entry.kind is not EntryKind.ANALYSED or self._changed_modules is None:
             return None
-        if not entry.rules.covers(self.rule_set):
+        if not entry.rules.covers(self.rule_set) or (self.want_hints and not entry.has_hints):
             return None
         if any(self.workspace.digest(dep) != digest for dep, digest in entry.deps.items()):
             return None

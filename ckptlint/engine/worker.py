@@ -47,6 +47,7 @@ from ckptlint.regions.composition import Composition
 from ckptlint.regions.context_verdicts import with_contexts
 from ckptlint.regions.effects import RegionEffects
 from ckptlint.regions.execution_context import ExecutionContexts
+from ckptlint.regions.region_cost import RegionCost
 from ckptlint.rules import ALL_RULES
 from ckptlint.source import DecodeError, SourceFile
 from ckptlint.syntax import parse, parse_error
@@ -71,6 +72,7 @@ class Settings:
     libraries: tuple[str, ...] = ()  # installed libraries' directories, in import order (libraries.py)
     versions: Versions = NO_VERSIONS  # the library versions that decide modes (versions.py)
     context_files: ContextFiles = ()  # files that can say how calls run (context_prefilter.py)
+    want_hints: bool = False  # describe each call's static cost hints (`ckptlint calls`, `confirm --cost`: region_cost.py)
 
 
 @dataclass
@@ -82,7 +84,7 @@ class Outcome:
     findings: list[Finding] = field(default_factory=list)
     names: Names = field(default_factory=Names)
     dependencies: dict[str, str] = field(default_factory=dict)  # absolute path -> digest
-    calls: list[dict[str, Any]] = field(default_factory=list)  # described checkpoint calls, always (the cache keeps them)
+    calls: list[dict[str, Any]] = field(default_factory=list)  # described checkpoint calls, always (the cache keeps them); hints only if wanted
     unreadable: str | None = None  # the OSError, for a file that could not be read
     internal_error: str | None = None
     analysed: bool = False  # False: only parsed (a named file that cannot hold a call)
@@ -184,7 +186,11 @@ class WorkerState:
         findings: list[Finding] = []
         for rule in self.rules:
             findings.extend(rule.check(context))
-        outcome.calls = [describe_call(call) for call in calls]
+        if self.settings.want_hints:
+            cost = RegionCost(self.regions.inference, calls)
+            outcome.calls = [describe_call(call, [hint.to_dict() for hint in cost.hints(call)]) for call in calls]
+        else:
+            outcome.calls = [describe_call(call) for call in calls]
         return with_contexts(in_project(findings, self.project), calls, self.contexts, self.levels, self._calls_in)
 
     def _calls_in(self, display: str) -> list[CheckpointCall]:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from ckptlint.runtime import Session
 from ckptlint.runtime import cost_text, rank_reports
-from ckptlint.runtime.join import join, render
+from ckptlint.runtime.join import join, render, static_hints
 from ckptlint.runtime.report import FAILING, Record, Report
 
 DIVERGED = 1  # the exit code when the script succeeded and a call diverged (as a linter's findings)
@@ -21,9 +21,19 @@ DIVERGED = 1  # the exit code when the script succeeded and a call diverged (as 
 
 def static_findings(findings_file: str | None, lint_paths: Sequence[str]) -> tuple[list[dict[str, Any]], str] | None:
     """Findings to join, and the directory their relative paths start from."""
+    static = static_results(findings_file, lint_paths)
+    return None if static is None else (static[0], static[2])
+
+
+def static_results(
+    findings_file: str | None, lint_paths: Sequence[str], want_hints: bool = False
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str] | None:
+    """Findings to join, the checkpoint calls the lint found (as `ckptlint calls` describes
+    them: with `want_hints` and `--lint`, each with its static cost hints; none from a findings
+    file), and the directory their relative paths start from."""
     if findings_file:
         data = json.loads(Path(findings_file).read_text(encoding="utf-8"))
-        return data["findings"], os.getcwd()
+        return data["findings"], [], os.getcwd()
     if lint_paths:
         from ckptlint.frontend import linter_for, project_root_for, resolve_config
 
@@ -31,8 +41,8 @@ def static_findings(findings_file: str | None, lint_paths: Sequence[str]) -> tup
         config = resolve_config(None, targets)
         root = project_root_for(config, targets)
         # in this process (the script runs next) and with the cache `ckptlint` uses
-        result = linter_for(config, root, jobs=1).lint_paths(targets, project_root=root)
-        return [finding.to_dict() for finding in result.findings], os.getcwd()
+        result = linter_for(config, root, jobs=1, want_hints=want_hints).lint_paths(targets, project_root=root)
+        return [finding.to_dict() for finding in result.findings], result.calls, os.getcwd()
     return None
 
 
@@ -108,10 +118,19 @@ def _report(
     findings_file: str | None,
     lint_paths: Sequence[str],
 ) -> None:
-    """Print the records joined with the static findings; write the JSON report."""
-    static = static_findings(findings_file, lint_paths)
+    """Print the records joined with the static findings (and, under --cost, the static cost
+    hints of the calls the lint found); write the JSON report."""
+    measured = any(record.cost is not None for record in records)
+    static = static_results(findings_file, lint_paths, want_hints=measured)
     if static is not None:
-        data["findings"], data["missed"] = join(records, *static)
+        findings, calls, base = static
+        data["findings"], data["missed"] = join(records, findings, base)
+        if measured:
+            assert len(data["records"]) == len(records)  # the report's records, in the same order
+            for record, written in zip(records, data["records"]):
+                hints = static_hints(record, calls, base)
+                if record.cost is not None and hints:
+                    record.cost = written["cost"] = {**record.cost, "static_hints": hints}
     text = report.render(records)
     costs = cost_text.render(records)  # only records measured with --cost carry a cost
     if costs:

@@ -34,7 +34,7 @@ def render(records: Iterable[Any]) -> str:
 
 def describe(cost: dict[str, Any]) -> list[str]:
     if "error" in cost:
-        return [f"not measured: {cost['error']}"]
+        return [f"not measured: {cost['error']}", *static_lines(cost)]
     plain, checkpointed = cost["saved_bytes"]["plain"], cost["saved_bytes"]["checkpointed"]
     by_reference = plain["input"] + plain["parameter"] + plain["captured"]
     ratio = cost["mib_per_gflop"]
@@ -51,4 +51,9 @@ def describe(cost: dict[str, Any]) -> list[str]:
         shape = "x".join(map(str, saved["shape"])) or "scalar"
         lines.append(f"- saved {shape} {saved['dtype']} {human_bytes(saved['bytes'])} ({saved['kind']}) by {', '.join(saved['saved_by']) or 'an unnamed node'}")
     lines.extend(f"hint ({hint['kind']}): {hint['message']}" for hint in cost["hints"])
-    return lines
+    return [*lines, *static_lines(cost)]
+
+
+def static_lines(cost: dict[str, Any]) -> list[str]:
+    """The hints the code gives (`static_hints`, joined from `--lint`: regions/region_cost.py), measured or not."""
+    return [f"static hint ({hint['kind']}): {hint['message']}" for hint in cost.get("static_hints", ())]

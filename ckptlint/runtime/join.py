@@ -6,7 +6,9 @@ built; CKP304 by the differentiating call (`autograd.grad`, `backward(inputs=...
 `torch.func` transform) a checkpoint refused; CKP2xx match when the finding lies in code the plain replay ran. A finding is then
 `confirmed` (a matching divergence was observed), `not triggered as driven` (its code ran,
 nothing it predicts diverged) or `not exercised` (no observed call ran its code).
-Divergences that no finding explains are listed as missed by static analysis.
+Divergences that no finding explains are listed as missed by static analysis. Under
+`--cost`, the static cost hints of the calls the lint found (`ckptlint calls`) join the measured
+records the way CKP101 does, by the call site (`static_hints`).
 """
 
 from __future__ import annotations
@@ -143,6 +145,19 @@ def join(records: Iterable[Record], findings: Iterable[dict[str, Any]], base: st
             if not (codes & explained[id(record)]):
                 missed.append({"site": record.site, "category": category, "region": record.region.get("name")})
     return joined, missed
+
+
+def static_hints(record: Record, calls: Iterable[dict[str, Any]], base: str) -> list[dict[str, str]]:
+    """The static cost hints (`ckptlint calls`, regions/region_cost.py) of the calls at the
+    record's site, matched as CKP101 is (the call site, where its wrapper was built, or a line
+    that called the site's frame); each kind once."""
+    found: dict[str, dict[str, str]] = {}
+    for call in calls:
+        path = os.path.normpath(os.path.join(base, call["path"]))
+        if _at_the_call(record, path, call["line"]):
+            for hint in call.get("hints", ()):
+                found.setdefault(hint["kind"], hint)
+    return list(found.values())
 
 
 def render(joined: list[dict[str, Any]], missed: list[dict[str, Any]]) -> str:
