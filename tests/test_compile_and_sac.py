@@ -214,6 +214,7 @@ def test_the_save_the_op_fix_names_the_op_the_policy_sees() -> None:
         ("return x if load.any() else -x", 12, "a branch condition (`load.any()`, line 8)"),
         ("return x[load.nonzero()]", 12, "a position argument (`load.nonzero()`, line 8)"),
         ("return x[torch.where(load.gt(cap))]", 12, "a comparison (`load.gt(cap)`, line 8)"),
+        ("return F.one_hot(input=load.long(), num_classes=8)", 12, "a position argument (`F.one_hot(input=load.long(), num_classes=8)`, line 8)"),
     ],
 )
 def test_an_accumulation_is_reported_where_its_sums_decide(decision: str, column: int, feeds: str) -> None:
@@ -259,6 +260,233 @@ def test_sums_only_returned_added_or_used_as_values_are_not_reported() -> None:
     def forward(x, idx, expert_out, weights, ids):
         return checkpoint(combine, x, idx, expert_out, weights, ids, use_reentrant=False)
     """) == []
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [
+        "torch.zeros(8, dtype=torch.long).scatter_add_(0, first, torch.ones_like(first))",
+        "torch.zeros(8, dtype=torch.int32).index_add_(0, first, torch.ones(first.shape[0], dtype=torch.int32))",
+        "torch.zeros_like(first).scatter_add(0, first, torch.ones_like(first))",  # `first` is an index: integer
+        "torch.zeros(8).long().index_put_((first,), torch.ones_like(first), accumulate=True)",
+        "torch.zeros(8).int().scatter_reduce(0, first, torch.ones_like(first).int(), reduce='sum')",
+        "torch.zeros(8, dtype=first.dtype).scatter_add(0, first, torch.ones_like(first))",  # integer values: torch requires the same dtype
+        "torch.bincount(first, weights=first.long(), minlength=8)",  # float64 sums of integers: exact
+        "torch.bincount(first, minlength=8)",
+    ],
+)
+def test_an_accumulation_into_integers_is_exact_in_any_order(counts: str) -> None:
+    assert _found(f"""
+    def route(x, first, cap):
+        load = {counts}
+        return x[load[first] < cap]
+
+    def forward(x, first, cap):
+        return checkpoint(route, x, first, cap, use_reentrant=False)
+    """) == []
+
+
+@pytest.mark.parametrize(
+    "counts, column",
+    [
+        ("torch.zeros(8).scatter_add_(0, first, probs)", 12),  # float
+        ("torch.zeros(8, dtype=dtype).scatter_add_(0, first, probs)", 12),  # not known: reported
+        ("counts.index_add(0, first, probs)", 12),  # a parameter: not known
+        ("torch.zeros_like(first).float().scatter_add_(0, first, probs)", 12),
+        ("torch.bincount(first, weights=probs)", 12),
+    ],
+)
+def test_an_accumulation_of_unknown_or_float_dtype_stays_reported(counts: str, column: int) -> None:
+    assert _found(f"""
+    def route(x, first, probs, counts, dtype, cap):
+        load = {counts}
+        return x[load[first] < cap]
+
+    def forward(x, first, probs, counts, dtype, cap):
+        return checkpoint(route, x, first, probs, counts, dtype, cap, use_reentrant=False)
+    """) == [("CKP504", 7, column)]
+
+
+@pytest.mark.parametrize(
+    "sort",
+    [
+        "order = torch.argsort(experts.view(-1))",
+        "_, order = experts.flatten().sort(0)",
+        "order = experts.reshape(-1).long().argsort(dim=0)",
+        "order = torch.sort(experts.view(-1), stable=False)[1]",
+    ],
+)
+def test_a_sort_of_a_selections_indices_is_reported_once_at_the_selection(sort: str) -> None:
+    findings = _findings(f"""
+    def route(x, scores):
+        _, experts = torch.topk(scores, 2)
+        {sort}
+        return x[order]
+
+    def forward(x, scores):
+        return checkpoint(route, x, scores, use_reentrant=False)
+    """)
+    assert [(f.code, f.line, f.column) for f in findings] == [("CKP504", 7, 18)]
+    assert "`torch.topk()` (top-k selection) is recomputed inside the region and its indices route (`x[order]`, line 9)" in findings[0].message
+
+
+def test_a_sort_of_a_saved_selections_indices_follows_it() -> None:
+    assert _found("""
+    def route(x, scores):
+        _, experts = torch.topk(scores, 2)
+        order = torch.argsort(experts.view(-1))
+        return x[order]
+
+    def forward(x, scores):
+        return checkpoint(route, x, scores, use_reentrant=False, context_fn=functools.partial(create_selective_checkpoint_contexts, [torch.ops.aten.topk.default]))
+    """) == []
+
+
+def test_an_inverse_permutation_is_reported_at_the_sort_of_the_scores() -> None:
+    findings = _findings("""
+    def route(mask, probs):
+        importance = -probs.amax(dim=1)
+        return mask[importance.argsort(dim=0).argsort(dim=0)], (probs * 10).long().argsort()
+
+    def forward(mask, probs):
+        return checkpoint(route, mask, probs, use_reentrant=False)
+    """)
+    assert [(f.code, f.line, f.column) for f in findings] == [("CKP504", 8, 17)]  # not the outer argsort, nor a sort never routing
+    assert findings[0].message.startswith("`importance.argsort()` (argsort) is recomputed inside the region and its indices route (`mask[")
+
+
+def test_integer_keys_of_another_origin_are_still_sorted_with_their_own_finding() -> None:
+    assert _found("""
+    def route(x, probs):
+        buckets = (probs * 10).long()
+        order = buckets.argsort()
+        return x[order]
+
+    def forward(x, probs):
+        return checkpoint(route, x, probs, use_reentrant=False)
+    """) == [("CKP504", 8, 13)]
+
+
+@pytest.mark.parametrize(
+    "use, column",
+    [
+        ("torch.gather(x, dim=0, index=order)", 12),
+        ("x.gather(0, index=order)", 12),
+        ("torch.zeros_like(x).scatter_(0, index=order, src=x)", 12),
+        ("torch.index_select(x, dim=0, index=order)", 12),
+        ("torch.zeros_like(x).index_add(0, index=order, source=x)", 12),
+        ("torch.take_along_dim(x, indices=order, dim=0)", 12),
+        ("x * F.one_hot(input=order, num_classes=8)", 16),  # quoted without `x * `
+        ("F.embedding(input=order, weight=x)", 12),
+        ("torch.zeros_like(x).index_put_(indices=(order,), values=x)", 12),
+    ],
+)
+def test_indices_passed_by_keyword_route(use: str, column: int) -> None:
+    findings = _findings(f"""
+    def route(x, scores):
+        _, order = torch.topk(scores, 2, dim=0)
+        return {use}
+
+    def forward(x, scores):
+        return checkpoint(route, x, scores, use_reentrant=False)
+    """)
+    assert [(f.code, f.line, f.column) for f in findings] == [("CKP504", 7, 16)]
+    assert f"its indices route (`{use.removeprefix('x * ')}`, line 8)" in findings[0].message
+
+
+def test_indices_passed_by_keyword_as_values_do_not_route() -> None:
+    assert _found("""
+    def route(x, slots, scores):
+        _, order = torch.topk(scores, 2, dim=0)
+        spread = torch.zeros_like(x).scatter(0, index=slots, src=order.to(x.dtype))
+        return spread, torch.gather(input=order, dim=0, index=slots)
+
+    def forward(x, slots, scores):
+        return checkpoint(route, x, slots, scores, use_reentrant=False)
+    """) == []
+
+
+BLOCK = """
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.moe = MoE()
+
+    def forward(self, x, scores):
+        return checkpoint(self.moe, x, scores, use_reentrant=False)
+"""
+
+
+def _moe(forward: str, helper: str = "") -> list[tuple[str, int, int]]:
+    """Findings for `class MoE` whose forward body is `forward` (lines of 8-space indented code)."""
+    return _found("\nclass MoE(torch.nn.Module):\n    def forward(self, x, scores):\n" + textwrap.indent(textwrap.dedent(forward), " " * 8) + helper + BLOCK)
+
+
+INFER = """
+    def infer(self, x, scores):
+        _, order = torch.topk(scores, 2)
+        return x[order]
+"""
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "if not self.training:\n    return x[torch.topk(scores, 2)[1]]\nreturn x\n",
+        "if self.training:\n    return x\nelse:\n    return x[torch.topk(scores, 2)[1]]\n",
+        "if self.training:\n    return x\nreturn x[torch.topk(scores, 2)[1]]\n",  # after the training path returned
+        "if self.training is False and x.dim() > 1:\n    return x[torch.topk(scores, 2)[1]]\nreturn x\n",
+        "if self.training:\n    return x\nreturn self.infer(x, scores)\n",  # a helper called in eval mode only
+        "y = x if self.training else x[torch.topk(scores, 2)[1]]\nreturn y\n",
+        "return x if self.training else self.infer(x, scores)\n",
+    ],
+)
+def test_a_selection_in_eval_mode_only_is_not_reported(forward: str) -> None:
+    assert _moe(forward, INFER) == []
+
+
+@pytest.mark.parametrize(
+    "forward, line, column",
+    [
+        ("if self.training and not self.force_inference:\n    return x\nreturn x[torch.topk(scores, 2)[1]]\n", 10, 18),  # the rest runs in training too
+        ("if self.training or x.dim() > 1:\n    return x[torch.topk(scores, 2)[1]]\nreturn x\n", 9, 22),
+        ("return x[torch.topk(scores, 2)[1]] if self.training else x\n", 8, 18),
+        ("if self.training:\n    y = x * 2\nreturn y[torch.topk(scores, 2)[1]]\n", 10, 18),  # the branch does not return
+    ],
+)
+def test_a_selection_the_training_path_can_run_is_reported(forward: str, line: int, column: int) -> None:
+    assert _moe(forward) == [("CKP504", line, column)]
+
+
+def test_grad_off_indices_are_reported_only_when_they_leave_the_grad_off_code() -> None:
+    assert _found("""
+    class Indexer(torch.nn.Module):
+        @torch.no_grad()
+        def forward(self, scores, visible):
+            selected = scores.topk(4, dim=-1).indices
+            valid = visible.gather(-1, selected)
+            return selected.masked_fill(~valid, -1)  # the positions leave: the attention reads them
+
+    class Stats(torch.nn.Module):
+        @torch.no_grad()
+        def forward(self, scores):
+            _, top = scores.topk(2, dim=-1)
+            flat = top.view(-1)
+            print(torch.bincount(flat, minlength=8).tolist())  # stays here: a log line
+
+    def route(x, scores, visible):
+        with torch.no_grad():
+            _, experts = torch.topk(scores, 2)
+            kept = x[experts]
+        with torch.no_grad():
+            _, logged = torch.topk(scores, 2)
+            print(x[logged].sum())
+        Stats()(scores)
+        return x[Indexer()(scores, visible)] + kept
+
+    def forward(x, scores, visible):
+        return checkpoint(route, x, scores, visible, use_reentrant=False)
+    """) == [("CKP504", 9, 20), ("CKP504", 22, 22)]
 
 
 # -- CKP505 ------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ route (`torch.topk(counts, 2)`, routing_use.py), a comparison (`counts > capacit
 sac_ops.DECISION_POSITIONS). A result only returned, added or passed as the values (the MoE
 combine step `out.index_add_(0, idx, expert_out)`) is not: the replay changes nothing that
 matters. Names are followed as for a selection's indices: assignments from the call's line
-on, in the same function; not into callees, nor back to callers.
+on, in the same function; not into callees, nor back to callers. (An accumulation into
+integers, exact in any order, is not asked about: integer_tensors.py.)
 """
 
 from __future__ import annotations
@@ -62,6 +63,20 @@ def decision_use(function: ast.AST, call: ast.Call, short: str) -> Decision | No
     return min(uses, key=lambda d: (getattr(d.node, "lineno", 0), getattr(d.node, "col_offset", 0))) if uses else None
 
 
+def result_names(function: ast.AST, call: ast.Call, short: str) -> set[str]:
+    """The names that hold the result of `call` (an accumulation) or are computed from it (the
+    names `decision_use` follows); an in-place call's receiver, or the name its attribute is
+    read from (`self.load.index_add_(...)`: `self`)."""
+    names = _bound_names(call, parent_map(function))
+    if short.endswith("_") and isinstance(call.func, ast.Attribute):
+        root = call.func.value
+        while isinstance(root, (ast.Attribute, ast.Subscript)):
+            root = root.value
+        if isinstance(root, ast.Name):
+            names.add(root.id)
+    return flowing_names(function, names, call.lineno, bound=_assigned_names)
+
+
 def _bound_names(call: ast.Call, parents: dict[int, ast.AST]) -> set[str]:
     """The names the statement holding `call` assigns from it (`counts = torch.histc(...)`)."""
     node: ast.AST = call
@@ -96,7 +111,7 @@ def _decision(node: ast.AST, function: ast.AST, parents: dict[int, ast.AST]) -> 
     child = node
     parent = parents.get(id(child))
     while parent is not None and not isinstance(parent, (ast.Lambda, ast.comprehension)):
-        if isinstance(parent, ast.keyword):  # `F.one_hot(tensor=keep)`: the call takes the value
+        if isinstance(parent, ast.keyword):  # `F.one_hot(input=keep)`: the call takes the value
             parent = parents.get(id(parent))
             continue
         if isinstance(parent, ast.stmt):

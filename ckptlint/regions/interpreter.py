@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import functools
 from dataclasses import replace
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ckptlint.regions import binding, torch_api
 from ckptlint.syntax import child_nodes, walk
@@ -23,6 +23,7 @@ from ckptlint.classes import ClassIndex
 from ckptlint.regions.inference import MODULE_METHODS, TypeInference
 from ckptlint.regions.library_calls import LibraryCalls
 from ckptlint.regions.checkpoint_choice import only_chooses_checkpointing
+from ckptlint.regions.inference_paths import eval_only, grad_off_only
 from ckptlint.regions.libraries import reached_at
 from ckptlint.regions.mutability import Mutability, dotted_path, lazy_initialised_names, set_once_or_restored
 from ckptlint.regions.replay_writes import WriteTracker, body_rebinds, drop_guarded_writes, state_keys
@@ -33,6 +34,7 @@ from ckptlint.regions.summary import (
     EMPTY_SUMMARY,
     GLOBAL_STATE,
     GRAD_MODE_BRANCH,
+    NONDETERMINISTIC_OP,
     OUTER_STATE,
     TENSOR_STATE,
     UNSTABLE_BRANCH,
@@ -147,6 +149,12 @@ class FunctionInterpreter:
         if effect.key not in self._seen:
             self._seen.add(effect.key)
             self.effects.append(effect)
+
+    def inference_only(self, node: ast.AST, names: Callable[[], set[str]] | None = None) -> bool:
+        """Whether what `node` computes reaches no differentiated computation, read from this
+        function (inference_paths.py): it runs only in eval mode, or with grad off and neither
+        it nor `names()` (the names computed from it) leave the grad-off code (CKP504)."""
+        return eval_only(self.scope, node) or (names is not None and grad_off_only(self.scope, node, names))
 
     def mutate(self, target: Value, node: ast.AST, action: str, tensor: bool = False) -> None:
         """`target` is changed in place or added to by `node` (`append`, `+=`, `.add_()`): a
@@ -816,7 +824,12 @@ class FunctionInterpreter:
             return LOCAL_VALUE
         summary = self.analysis.summary(module, scope, context)
         into_library = module.library and not self.module.library  # reported at this line (regions/libraries.py)
+        inference_call: bool | None = None  # whether this call runs in eval mode only, once asked
         for effect in summary.effects:
+            if effect.kind == NONDETERMINISTIC_OP:
+                inference_call = self.inference_only(node) if inference_call is None else inference_call
+                if inference_call:
+                    continue  # an eval-mode call: no backward differentiates what it decides (CKP504)
             effect = replace(effect, chain=(function.name, *effect.chain))
             self.record(reached_at(effect, self.module, node) if into_library else effect)
         for effect in self.tracker.merge_callee(summary, function.name):  # stores of state this run read first

@@ -16,8 +16,9 @@ import ast
 from typing import TYPE_CHECKING
 
 from ckptlint.regions import communication, sac_ops, torch_api
-from ckptlint.regions.accumulation_use import decision_use
-from ckptlint.regions.routing_use import routing_use
+from ckptlint.regions.accumulation_use import decision_use, result_names
+from ckptlint.regions.integer_tensors import INDICES, is_integer, kind_of
+from ckptlint.regions.routing_use import index_names, routing_use
 from ckptlint.regions.saved_outputs import producer_of
 from ckptlint.regions.summary import (
     COLLECTIVE_OP,
@@ -124,7 +125,7 @@ class LibraryCalls:
         callee = ast.unparse(node.func)
         nondeterministic = sac_ops.NONDETERMINISTIC_FUNCTIONS.get(name)
         if nondeterministic is not None:
-            self._nondeterministic(run, nondeterministic, torch_api.short_name(name), node, callee)
+            self._nondeterministic(run, nondeterministic, torch_api.short_name(name), node, callee, method=False)
         if node.args and (name in sac_ops.INPLACE_FUNCTIONS or (name in sac_ops.INPLACE_KEYWORD_FUNCTIONS and _true_keyword(node, "inplace"))):
             self._saved_output_change(run, node.args[0], node, f"`{callee}(..., inplace=True)`" if name in sac_ops.INPLACE_KEYWORD_FUNCTIONS else f"`{callee}()`")
         if "out" in keywords:
@@ -185,26 +186,36 @@ class LibraryCalls:
         facts = (("callee", how), ("subject", ast.unparse(tensor)), ("producer", producer.text), ("op", producer.op))
         run.record(Effect(SAVED_OUTPUT_MUTATED, run.module, node, "reshaped" if producer.reshaped else "direct", facts, saved_as=frozenset({producer.op})))
 
-    def _nondeterministic(self, run: FunctionInterpreter, op: sac_ops.NondeterministicOp, short: str, node: ast.Call, callee: str) -> None:
+    def _nondeterministic(self, run: FunctionInterpreter, op: sac_ops.NondeterministicOp, short: str, node: ast.Call, callee: str, method: bool) -> None:
         """A selection whose indices route, or an accumulation whose result reaches a routing
         decision, whose recompute may differ from the forward's (CKP504, unless the region's
-        policy saves the op)."""
+        policy saves the op). Not a sort of a selection's indices (the selection is the one
+        reported), an accumulation into integers (exact), nor an op on an inference-only path."""
         given = keyword_value(node, op.only_with) if op.only_with else None
         if op.only_with and (given is None or _false_constant(given)):
             return  # `bincount` without weights counts exactly; `index_put` without accumulate writes
         if op.not_with and _true_keyword(node, op.not_with):
             return
+        function = run.scope.node
         facts: tuple[tuple[str, str], ...] = (("callee", callee), ("family", op.family), ("op", op.op))
         if op.kind == sac_ops.SELECTION:
-            used = routing_use(run.scope.node, node, short)
+            sorted_input = sac_ops.sorted_input(node, method) if short in sac_ops.SORTS else None
+            if sorted_input is not None and kind_of(function, sorted_input) == INDICES:
+                return  # a sort of a selection's indices recomputes what the forward did exactly when the selection does: the selection is reported
+            used = routing_use(function, node, short)
             if used is None:
                 return
             facts += (("use", ast.unparse(used)), ("use_line", str(getattr(used, "lineno", node.lineno))))
         else:
-            decision = decision_use(run.scope.node, node, short)
+            if any(is_integer(function, operand) for operand in sac_ops.accumulated_operands(node, short, method)):
+                return  # integer sums are exact in any order
+            decision = decision_use(function, node, short)
             if decision is None:
                 return  # sums that differ in the last bits and decide nothing change nothing the backward reads
             facts += (("feeds", decision.feeds), ("use", ast.unparse(decision.node)), ("use_line", str(getattr(decision.node, "lineno", node.lineno))))
+        follow = index_names if op.kind == sac_ops.SELECTION else result_names
+        if run.inference_only(node, lambda: follow(function, node, short)):
+            return  # eval mode, or grad off with a result that stays there: the backward differentiates nothing it decides
         run.record(Effect(NONDETERMINISTIC_OP, run.module, node, op.kind, facts, saved_as=frozenset({op.op})))
 
     # -- methods whose meaning comes from the library ---------------------------
@@ -238,7 +249,7 @@ class LibraryCalls:
         nondeterministic = sac_ops.NONDETERMINISTIC_METHODS.get(method)
         if nondeterministic is not None and isinstance(node.func, ast.Attribute) and not self._project_method(run, receiver, method):
             if not any(isinstance(t, ContainerType) for t in receiver.types):  # a list's `.sort()`
-                self._nondeterministic(run, nondeterministic, method, node, text)
+                self._nondeterministic(run, nondeterministic, method, node, text, method=True)
         if method.endswith("_") and not method.startswith("_") and method not in torch_api.NOT_INPLACE:
             if isinstance(node.func, ast.Attribute):
                 self._saved_output_change(run, node.func.value, node, f"`.{method}()`")

@@ -4,7 +4,11 @@
 it: `experts.view(-1)`, `experts == i`, `torch.argsort(experts)`) is used as an index
 (`x[order]`, `out[mask] = ...`) or passed to a call that picks positions with it
 (`F.one_hot(experts, n)`, `torch.gather(x, 1, experts)`, `counts.scatter_(1, experts, 1)`,
-sac_ops.ROUTING_CALLS). Indices kept only for a metric (`(pred == labels).float().mean()`)
+sac_ops.ROUTING_CALLS; by keyword only under the keyword that takes the positions, as torch
+spells it: `index=`, `indices=`, `F.one_hot(input=...)`, sac_ops.DECISION_POSITIONS), or
+sorted (`experts.argsort()`, `torch.argsort(experts)`) where the sort's result is so used: a
+sort of the indices is reported at the selection, not as a selection of its own
+(library_calls.py, integer_tensors.py). Indices kept only for a metric (`(pred == labels).float().mean()`)
 or discarded (`values, _ = torch.topk(...)`) do not route: a recompute that picks other
 indices among ties changes nothing the backward reads. Read from the function's own lines,
 in order from the selection on (a loop that uses a name before the line computing it is not
@@ -45,6 +49,13 @@ def routing_use(function: ast.AST, call: ast.Call, short: str) -> ast.AST | None
         if found is not None
     ]
     return min(uses, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))) if uses else None
+
+
+def index_names(function: ast.AST, call: ast.Call, short: str) -> set[str]:
+    """The names that hold the indices of `call` or are computed from them (the names
+    `routing_use` follows), for whether they leave the code that computes them."""
+    holder, target = _holder(call, parent_map(function), short)
+    return flowing_names(function, set(_index_names(target, short)), call.lineno) if holder is not None else set()
 
 
 def flowing_names(function: ast.AST, names: set[str], line: int, bound: Callable[[ast.expr], set[str]] | None = None) -> set[str]:
@@ -114,12 +125,23 @@ def _routing_position(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST | N
     while parent is not None and not isinstance(parent, (ast.stmt, ast.Lambda, ast.comprehension)):
         if isinstance(parent, ast.Subscript) and parent.slice is child:
             return parent
-        if isinstance(parent, ast.Call) and _routing_call(parent) and (child in parent.args or child in [k.value for k in parent.keywords]):
+        if isinstance(parent, ast.keyword):  # `torch.gather(x, 0, index=order)`: the keyword that takes positions
+            call = parents.get(id(parent))
+            if isinstance(call, ast.Call) and parent.arg is not None and parent.arg == _position_keyword(call):
+                return call
+            if isinstance(call, ast.Call) and _called(call) in sac_ops.SORTS and parent.arg == "input":
+                child, parent = call, parents.get(id(call))  # `torch.argsort(input=experts)`: computed from them
+                continue
+            return None
+        if isinstance(parent, ast.Call) and _routing_call(parent) and child in parent.args:
             return parent
         if isinstance(parent, ast.Attribute) and parent.attr in sac_ops.ROUTING_CALLS:
             call = parents.get(id(parent))
             if isinstance(call, ast.Call) and call.func is parent:
                 return call  # `experts.bincount()`
+        if isinstance(parent, ast.Call) and _called(parent) in sac_ops.SORTS and (parent.func is child or (bool(parent.args) and parent.args[0] is child)):
+            child, parent = parent, parents.get(id(parent))  # `experts.argsort()`, `torch.argsort(experts)`: computed from them
+            continue
         if isinstance(parent, ast.Call):
             return None  # another call's argument: what it returns is not followed here
         child, parent = parent, parents.get(id(parent))
@@ -127,6 +149,16 @@ def _routing_position(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST | N
 
 
 def _routing_call(call: ast.Call) -> bool:
+    return _called(call) in sac_ops.ROUTING_CALLS
+
+
+def _position_keyword(call: ast.Call) -> str | None:
+    """The keyword under which a routing call takes the positions it picks (`index`, `indices`,
+    `input` for `F.one_hot`, `mask`), as torch spells it."""
+    position = sac_ops.DECISION_POSITIONS.get(_called(call)) if _routing_call(call) else None
+    return position[2] if position is not None else None
+
+
+def _called(call: ast.Call) -> str:
     func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    return name in sac_ops.ROUTING_CALLS
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""

@@ -15,12 +15,18 @@ whose indices flip between near-equal scores (`topk`, unstable `sort`/`argsort`,
 accumulations in arbitrary order on CUDA (`histc`, weighted `bincount`, `scatter_add`,
 `index_add`, `index_put_(accumulate=True)`, `scatter_reduce`), reported only where their
 result reaches a routing decision (DECISION_POSITIONS, COMPARISON_CALLS, a routing selection,
-a branch): sums that differ in the last bits change nothing else the backward reads.
+a branch): sums that differ in the last bits change nothing else the backward reads. An
+accumulation's operands (ACCUMULATED: the tensor added into and the values added, which torch
+requires to share a dtype) say whether it sums integers, exactly in any order; a sort's input
+(`sorted_input`) whether it sorts a selection's indices.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
+
+from ckptlint.syntax import keyword_value
 
 _F = "torch.nn.functional."
 
@@ -98,6 +104,46 @@ NONDETERMINISTIC_FUNCTIONS: dict[str, NondeterministicOp] = {f"torch.{name}": op
 NONDETERMINISTIC_METHODS: dict[str, NondeterministicOp] = {**_SELECTIONS, **_ACCUMULATIONS, **_IN_PLACE_ACCUMULATIONS}
 """The same as tensor methods (`scores.topk(k)`, `counts.index_add_(0, idx, ones)`)."""
 
+SORTS = frozenset({"sort", "argsort"})
+
+
+def sorted_input(call: ast.Call, method: bool) -> ast.expr | None:
+    """What a `sort`/`argsort` call sorts: the receiver of `x.argsort()`, the input of
+    `torch.argsort(x)`."""
+    if method:
+        return call.func.value if isinstance(call.func, ast.Attribute) else None
+    return call.args[0] if call.args else keyword_value(call, "input")
+
+
+# where an accumulation takes the tensor it adds into and the values it adds, which torch
+# requires to have the same dtype: (function-form positions, method-form positions, keywords);
+# -1 is the receiver, 0 the function form's `input`
+ACCUMULATED: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]] = {
+    **dict.fromkeys(("scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_"), ((0, 3), (-1, 2), ("input", "src"))),
+    **dict.fromkeys(("index_add", "index_add_"), ((0, 3), (-1, 2), ("input", "source"))),
+    **dict.fromkeys(("index_put", "index_put_"), ((0, 2), (-1, 1), ("input", "values"))),
+    "bincount": ((1,), (0,), ("weights",)),  # the sums are the weights' (float64 for integer weights: exact)
+}  # fmt: skip
+
+
+def accumulated_operands(call: ast.Call, short: str, method: bool) -> list[ast.expr]:
+    """The tensors whose dtype an accumulation sums in (`out.scatter_add_(0, idx, src)`: `out`
+    and `src`); empty for `histc`, which sums floating point only."""
+    positions = ACCUMULATED.get(short)
+    if positions is None:
+        return []
+    function_positions, method_positions, keywords = positions
+    found: list[ast.expr] = []
+    for index in method_positions if method else function_positions:
+        if index == -1:
+            if isinstance(call.func, ast.Attribute):
+                found.append(call.func.value)
+        elif index < len(call.args):
+            found.append(call.args[index])
+    found += [k.value for k in call.keywords if k.arg in keywords]
+    return found
+
+
 # calls whose argument (or receiver) choosing positions makes a selection's indices route:
 # they pick which rows, experts or slots the rest of the region computes with
 ROUTING_CALLS = frozenset(
@@ -121,7 +167,7 @@ DECISION_POSITIONS: dict[str, tuple[int, int, str]] = {
     ),
     "take_along_dim": (1, 0, "indices"), "take": (1, 0, "index"), "index_put": (1, 0, "indices"), "index_put_": (1, 0, "indices"),
     **dict.fromkeys(("masked_select", "masked_fill", "masked_fill_", "masked_scatter", "masked_scatter_"), (1, 0, "mask")),
-    "one_hot": (0, -1, "tensor"), "embedding": (0, -1, "input"), "bincount": (0, -1, "input"), "histc": (0, -1, "input"),
+    "one_hot": (0, -1, "input"), "embedding": (0, -1, "input"), "bincount": (0, -1, "input"), "histc": (0, -1, "input"),
     "nonzero": (0, -1, "input"), "argwhere": (0, -1, "input"), "where": (0, 0, "condition"),
 }  # fmt: skip
 # calls that compare (a capacity mask `counts.gt(capacity)`), as `counts > capacity` does

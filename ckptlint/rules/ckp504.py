@@ -25,10 +25,17 @@ class NondeterministicRecompute(RegionRule):
           the experts are silently wrong (it has corrupted MoE routing gradients in public
           trainers). Reported only when the indices choose what the region computes: used as
           an index (`x[order]`) or passed to a call that picks positions (`F.one_hot`,
-          `gather`, `index_select`, `scatter_`, `bincount`, `histc`, ...), directly or
-          through names computed from them in the same function. Indices kept for a metric
+          `gather`, `index_select`, `scatter_`, `bincount`, `histc`, ...; by keyword as torch
+          spells it: `index=`, `indices=`, `F.one_hot(input=...)`), directly or through names
+          computed from them in the same function. Indices kept for a metric
           (`(logits.argmax(-1) == labels).float().mean()`) or discarded (`values, _ =
-          torch.topk(...)`) are not reported; neither are `stable=True` sorts.
+          torch.topk(...)`) are not reported; neither are `stable=True` sorts. A sort of a
+          selection's indices (`torch.argsort(experts.view(-1))` after `torch.topk`,
+          `top_k_experts.sort(0)`, the inverse permutation `scores.argsort().argsort()`)
+          recomputes exactly what the forward did when the selection does: one finding, at
+          the selection, quoting the first place its indices or their sort route (none when
+          the policy saves the selection, even if it does not save `aten.sort`). A sort of
+          other integer keys (`(probs * 10).long().argsort()`) is a selection of its own.
         - **accumulations in arbitrary order**: `torch.histc`, `torch.bincount(...,
           weights=...)`, `scatter_add`, `index_add`, `index_put_(..., accumulate=True)`,
           `scatter_reduce`. On CUDA they add with atomics (torch lists them as
@@ -41,8 +48,26 @@ class NondeterministicRecompute(RegionRule):
           `scatter_`'s index, `F.one_hot`, `.nonzero()`, `torch.where`'s condition). A
           result only returned, added or passed as values (the MoE combine step
           `out.index_add_(0, idx, expert_out)`) differs in the last bits of an activation
-          and is not reported. On CPU they are deterministic; the linter cannot know the
-          device and reports such a decision in any region.
+          and is not reported. Integer addition is exact in any order: an accumulation into
+          integers is not reported (the tokens-per-expert count `torch.zeros(n,
+          dtype=torch.long).scatter_add_(0, idx, torch.ones_like(idx))`), known from the
+          function's own lines: created with an integer dtype, `torch.zeros_like` or
+          `.new_zeros` of an integer tensor, `.long()`/`.int()`/`.to(torch.long)` results, a
+          selection's indices, a tensor the function passes as `gather`'s or `scatter_add_`'s
+          index, or integer values added (torch requires them to match); nor is `bincount`
+          without weights or with integer ones. A tensor of unknown dtype is reported. On CPU
+          they are deterministic; the linter cannot know the device and reports such a
+          decision in any region.
+
+        The region's backward differentiates its training path. Code that runs only in eval
+        mode (`if not self.training:`, the `else` of `if self.training:`, what follows an
+        `if self.training:` block that returns, and what a function called only there does)
+        is not reported. Code with grad off (`with torch.no_grad():`, `@torch.no_grad()`,
+        `inference_mode`) is reported only when the indices or sums, or names computed from
+        them, leave it (returned, stored in an attribute or an input, read after the `with`
+        block): autograd holds them as constants, but what is differentiated after reads
+        them, as an attention reads a `@torch.no_grad()` indexer's top-k key positions. A
+        function called inside a `with torch.no_grad():` block is judged as if grad were on.
 
         Saving the op with a selective-checkpoint policy removes the hazard: the recompute
         returns the forward's cached output instead of running the op (torch 2.13
