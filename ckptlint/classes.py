@@ -83,9 +83,7 @@ class ClassInfo:
     def mentions(self, words: Iterable[str]) -> bool:
         """Whether the class's own lines hold one of `words`: a text search that lets a pass skip
         a class whose syntax cannot name what it looks for (cheaper than walking it)."""
-        node = self.node
-        lines = self.module.source.lines[node.lineno - 1 : node.end_lineno or node.lineno]
-        return any(word in line for line in lines for word in words)
+        return any(self.module.source.mentions(word, self.node) for word in words)
 
     def method(self, name: str) -> Scope | None:
         return self._methods_by_name.get(name)

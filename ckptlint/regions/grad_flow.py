@@ -194,14 +194,14 @@ class GradFlow:
         reentrant = ReentrantCalls.of(module_calls if module_calls else (call,), self.layer_calls)
         if call.api.region_kind == LAYER_CLASS:
             for instance_call, scope in reentrant.instance_calls(call, call.module):
-                if _grad_off_at(scope, instance_call):
+                if grad_off_at(scope, instance_call):
                     continue  # the layer checkpoints only with grad enabled (and nothing runs backward here)
                 found = self._starved(call.module, scope, instance_call, list(instance_call.args), reentrant)
                 if found:
                     return [replace(i, called_at=instance_call) for i in found]
             return []
         inputs = checkpoint_inputs(call)
-        if not inputs or _grad_off_at(call.scope, call.node):
+        if not inputs or grad_off_at(call.scope, call.node):
             return []  # under no_grad nothing runs backward through the region
         return self._starved(call.module, call.scope, call.node, inputs, reentrant)
 
@@ -346,7 +346,7 @@ class GradFlow:
             return []
         if call.api.region_kind == LAYER_CLASS:
             return self._layer_untracked(call, ReentrantCalls.of(module_calls if module_calls else (call,), self.layer_calls))
-        if _grad_off_at(call.scope, call.node) and call.api.name not in _REJECTS_KEYWORDS:
+        if grad_off_at(call.scope, call.node) and call.api.name not in _REJECTS_KEYWORDS:
             return []
         found: list[UntrackedTensor] = []
         if call.api.name in _REJECTS_KEYWORDS:
@@ -374,7 +374,7 @@ class GradFlow:
         positional containers are not inputs."""
         cleared = set(call.api.cleared_arguments)
         for instance_call, scope in reentrant.instance_calls(call, call.module):
-            if any(isinstance(a, ast.Starred) for a in instance_call.args) or _grad_off_at(scope, instance_call):
+            if any(isinstance(a, ast.Starred) for a in instance_call.args) or grad_off_at(scope, instance_call):
                 continue
             evaluator = Evaluator(self, call.module, scope, instance_call.lineno, reentrant=reentrant)
             positional = list(instance_call.args)
@@ -959,7 +959,7 @@ class _StatementIndex:
             inner_grad = grad
             if isinstance(statement, (ast.With, ast.AsyncWith)):
                 for item in statement.items:
-                    text = _grad_context(item.context_expr)
+                    text = grad_context(item.context_expr)
                     if text is not None:
                         inner_grad = text if text != "enable" else None
                 self._visit(statement.body, chain, inner_grad, loops)  # a with body always runs
@@ -1050,7 +1050,7 @@ def _non_tensor_parameter(binding: Binding) -> bool:
     return isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str))
 
 
-def _grad_off_at(scope: Scope, node: ast.AST) -> bool:
+def grad_off_at(scope: Scope, node: ast.AST) -> bool:
     """Whether `node` runs inside a `torch.no_grad()` (or `inference_mode`) block of its function."""
     if scope.kind not in (FUNCTION, LAMBDA):
         return False
@@ -1091,7 +1091,7 @@ def _splits(value: ast.expr | None) -> bool:
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("split", "chunk", "unbind")
 
 
-def _grad_context(expr: ast.expr) -> str | None:
+def grad_context(expr: ast.expr) -> str | None:
     """`torch.no_grad()` / `torch.inference_mode()` (their text), `torch.enable_grad()` ("enable")."""
     if not isinstance(expr, ast.Call):
         return None

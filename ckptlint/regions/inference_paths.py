@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from ckptlint.regions.grad_flow import _grad_context, _grad_off_at
+from ckptlint.regions.grad_flow import grad_context, grad_off_at
 from ckptlint.symbols import FUNCTION, Scope
 from ckptlint.syntax import own_statements
 
@@ -45,7 +45,7 @@ def grad_off_only(scope: Scope, node: ast.AST, names: Callable[[], set[str]]) ->
     function = scope.node
     if scope.kind == FUNCTION and any(_grad_off_decorator(d) for d in getattr(function, "decorator_list", ())):
         code: ast.AST = function
-    elif _grad_off_at(scope, node):
+    elif grad_off_at(scope, node):
         block = _grad_off_block(function, node)
         if block is None:
             return False
@@ -59,7 +59,7 @@ def _grad_off_decorator(decorator: ast.expr) -> bool:
     """`@torch.no_grad()`, `@torch.no_grad`, `@torch.inference_mode()` (grad_flow's reading of
     the same context managers)."""
     call = decorator if isinstance(decorator, ast.Call) else ast.Call(func=decorator, args=[], keywords=[])
-    return _grad_context(call) not in (None, "enable")
+    return grad_context(call) not in (None, "enable")
 
 
 def _grad_off_block(function: ast.AST, node: ast.AST) -> ast.With | ast.AsyncWith | None:
@@ -67,7 +67,7 @@ def _grad_off_block(function: ast.AST, node: ast.AST) -> ast.With | ast.AsyncWit
     found: ast.With | ast.AsyncWith | None = None
     for statement in own_statements(function):
         if isinstance(statement, (ast.With, ast.AsyncWith)) and _contains(statement, node):
-            if any(_grad_context(item.context_expr) not in (None, "enable") for item in statement.items):
+            if any(grad_context(item.context_expr) not in (None, "enable") for item in statement.items):
                 if found is None or _contains(found, statement):
                     found = statement
     return found

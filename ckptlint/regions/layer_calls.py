@@ -48,7 +48,6 @@ class LayerCalls:
         self.classes = classes
         self._instance_classes: weakref.WeakKeyDictionary[ModuleSymbols, dict[frozenset[str], dict[int, frozenset[str]]]] = weakref.WeakKeyDictionary()
         self._assigned_memo: dict[int, dict[str, frozenset[str]]] = {}  # by id of the class scope
-        self._holders_memo: dict[tuple[int, frozenset[str]], dict[str, set[str]]] = {}  # by id of the class scope and the words
 
     def instance_classes(self, module: ModuleSymbols, layers: frozenset[str]) -> dict[int, frozenset[str]]:
         """For each call in `module` that calls an instance of one of the checkpointing layer
@@ -63,12 +62,12 @@ class LayerCalls:
             found = by_layers[layers] = {}
             qualified = {name.rpartition(".")[2]: name for name in layers}
             holders = self._holders(module, set(qualified))
-            spans = [(info.node.lineno, info.node.end_lineno or info.node.lineno) for info in holders.values()]
+            spans = [(info.node.lineno, info.node.end_lineno or info.node.lineno) for info, _ in holders.values()]
             for node, scope in module.calls:
                 if not any(first <= node.lineno <= last for first, last in spans) or not _may_be_instance(node.func, module, scope):
                     continue  # only a method of a class holding a layer can call an instance of it
                 owner = self.classes.enclosing_class(module, scope)
-                held = self._layer_holders(owner, set(qualified)) if owner is not None and id(owner.scope) in holders else None
+                _, held = holders.get(id(owner.scope), (None, {})) if owner is not None else (None, {})
                 if not held:
                     continue
                 names = {qualified[word] for attribute in _holders_reached(node.func, module, scope, held) for word in held[attribute]}
@@ -76,25 +75,19 @@ class LayerCalls:
                     found[id(node)] = frozenset(names)
         return found
 
-    def _holders(self, module: ModuleSymbols, words: set[str]) -> dict[int, ClassInfo]:
+    def _holders(self, module: ModuleSymbols, words: set[str]) -> dict[int, tuple[ClassInfo, dict[str, set[str]]]]:
         """The module's classes (by id of their scope) with an attribute built from one of
-        `words`: a module's calls are walked only inside them."""
-        found: dict[int, ClassInfo] = {}
+        `words`, with those attributes: a module's calls are walked only inside them."""
+        found: dict[int, tuple[ClassInfo, dict[str, set[str]]]] = {}
         for node, _ in module.classes:
             info = self.classes.info(module, module.scope_of[id(node)])
-            if self._layer_holders(info, words):
-                found[id(info.scope)] = info
+            held = self._layer_holders(info, words)
+            if held:
+                found[id(info.scope)] = (info, held)
         return found
 
     def _layer_holders(self, info: ClassInfo, words: set[str]) -> dict[str, set[str]]:
         """The attributes of `info` (and its project bases) whose assignments name one of `words`, with those named."""
-        key = (id(info.scope), frozenset(words))
-        found = self._holders_memo.get(key)
-        if found is None:
-            found = self._holders_memo[key] = self._find_layer_holders(info, words)
-        return found
-
-    def _find_layer_holders(self, info: ClassInfo, words: set[str]) -> dict[str, set[str]]:
         held: dict[str, set[str]] = {}
         for cls in self._local_mro(info):
             if not cls.mentions(words):
