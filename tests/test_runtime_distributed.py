@@ -23,12 +23,20 @@ JOBS = FIXTURES / "runtime" / "distributed"
 TRAIN = JOBS / "train.py"
 RECEIVE = JOBS / "receive.py"
 JOB_TIMEOUT = 300  # seconds: a job that hangs fails the test instead of the suite
+# torch's gloo exit race (pytorch/pytorch#179291): a worker thread freeing a finished all-reduce
+# takes the GIL while the interpreter finalizes, and the rank aborts after its script ended.
+# Seen once in about 140 loaded runs of train.py (which tears down in order); with and without
+# the companion alike, so a job that died of it alone is run again, once.
+EXIT_RACE = "terminate called without an active exception"
 
 
 def torchrun(*arguments: str | Path, cwd: Path = JOBS) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *map(str, arguments)]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    if done.returncode != 0 and EXIT_RACE in done.stderr:
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    return done
 
 
 def confirmed_job(tmp: Path, *script: str | Path, lint: Path | None = None) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:

@@ -23,7 +23,7 @@ from conftest import REPO
 from fixtures.runtime.gradflow import steps
 
 DDP_STEP = REPO / "fixtures/runtime/gradflow/ddp_step.py"
-DDP_LINE = 38  # `model = DistributedDataParallel(...)` in ddp_step.py: where CKP303 reports
+DDP_LINE, DDP_COLUMN = 44, 13  # `model = DistributedDataParallel(...)` in ddp_step.py: where CKP303 reports
 
 
 def _audited(step: steps.Step, mode: str) -> Record:
@@ -152,14 +152,14 @@ def test_ddp_find_unused_parameters_with_reentrant_checkpoint(tmp_path: Path) ->
     assert "DistributedDataParallel(find_unused_parameters=True)" in reason["detail"] and "CKP303" in reason["detail"]
     assert "Expected to mark a variable ready only once" in reason["detail"]
     assert data["ddp"] == {
-        "constructed_at": {"path": str(DDP_STEP), "line": DDP_LINE, "column": 17},
+        "constructed_at": {"path": str(DDP_STEP), "line": DDP_LINE, "column": DDP_COLUMN},
         "find_unused_parameters": True,
         "static_graph": False,
     }
     assert data["summary"].startswith("backward under DistributedDataParallel raised: reentrant checkpoint under DistributedDataParallel")
     record = Record(**{key: data[key] for key in ("site", "region", "api", "flags", "device", "verdict", "reasons", "ddp")})
     assert join_module.CONFIRMS["CKP303"] == {DDP_CATEGORY}  # the rule declares it
-    finding = {"path": str(DDP_STEP), "line": DDP_LINE, "column": 17, "code": "CKP303", "message": ""}
+    finding = {"path": str(DDP_STEP), "line": DDP_LINE, "column": DDP_COLUMN, "code": "CKP303", "message": ""}
     [item], _ = join_module.join([record], [finding], "/")
     assert item["status"] == "confirmed"
 
@@ -174,9 +174,9 @@ def test_ddp_parameter_reached_inside_and_outside_a_reentrant_region(tmp_path: P
     assert data["verdict"] == "error"
     [reason] = [r for r in data["reasons"] if r["category"] == DDP_CATEGORY]
     assert "inside the region and outside it; CKP303" in reason["detail"]
-    assert data["ddp"] == {"constructed_at": {"path": str(DDP_STEP), "line": DDP_LINE, "column": 17}, "find_unused_parameters": False, "static_graph": False}
+    assert data["ddp"] == {"constructed_at": {"path": str(DDP_STEP), "line": DDP_LINE, "column": DDP_COLUMN}, "find_unused_parameters": False, "static_graph": False}
     record = Record(**{key: data[key] for key in ("site", "region", "api", "flags", "device", "verdict", "reasons", "ddp")})
-    finding = {"path": str(DDP_STEP), "line": DDP_LINE, "column": 17, "code": "CKP303", "message": ""}
+    finding = {"path": str(DDP_STEP), "line": DDP_LINE, "column": DDP_COLUMN, "code": "CKP303", "message": ""}
     [item], _ = join_module.join([record], [finding], "/")
     assert item["status"] == "confirmed"
     twin, twin_report = _confirm_ddp(tmp_path, "non-reentrant", "0", "shared")
