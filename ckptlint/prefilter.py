@@ -136,9 +136,33 @@ class Mentions:
             wanted = self._encoded.get(missing)
             if wanted is None:
                 wanted = self._encoded[missing] = frozenset(name.encode() for name in missing)
-            found = found | {word.decode() for word in wanted.intersection(data.translate(WORDS_ONLY).split())}
+            found = found | {word.decode() for word in _whole_words(data, wanted)}
             self._known[path] = (words if checked <= words else checked | words, found)
         return found & words
+
+
+_FEW_WORDS = 24  # up to this many names, a substring search per name beats splitting the file
+_SPACE = ord(" ")  # what WORDS_ONLY maps every byte outside a word to
+
+
+def _whole_words(data: bytes, wanted: frozenset[bytes]) -> set[bytes]:
+    """The `wanted` names that `data` spells as whole words (runs of ASCII letters, digits and
+    `_`, as WORDS_ONLY splits them). A few names, as a later round of a run asks for, are found
+    by substring search, which usually rules each out without splitting the file."""
+    if len(wanted) > _FEW_WORDS:
+        return set(wanted.intersection(data.translate(WORDS_ONLY).split()))
+    return {word for word in wanted if word in data and _spelled(data, word)}
+
+
+def _spelled(data: bytes, word: bytes) -> bool:
+    """Whether `word` occurs in `data` not inside a longer word."""
+    start = data.find(word)
+    while start >= 0:
+        end = start + len(word)
+        if (start == 0 or WORDS_ONLY[data[start - 1]] == _SPACE) and (end == len(data) or WORDS_ONLY[data[end]] == _SPACE):
+            return True
+        start = data.find(word, start + 1)
+    return False
 
 
 def leaf(dotted: str) -> str:

@@ -14,8 +14,9 @@ from ckptlint import project as project_module
 from ckptlint.calls import _lines_matching
 from ckptlint.config import Config
 from ckptlint.engine import Linter, worker
-from ckptlint.engine.parallel import Workers, by_package
-from ckptlint.prefilter import WORDS_ONLY, Names
+from ckptlint.engine.parallel import Workers
+from ckptlint.engine.schedule import by_package
+from ckptlint.prefilter import _FEW_WORDS, WORDS_ONLY, Names, _whole_words
 from ckptlint.project import Project
 from ckptlint.source import SourceFile
 from ckptlint.syntax import _LEAVES, own_nodes, own_statements, walk, walk_branches
@@ -119,9 +120,9 @@ def test_a_later_round_reuses_the_modules_an_earlier_one_parsed(tmp_path: Path, 
     rounds: list[int] = []
     real_execute = Workers.execute
 
-    def counting(self: Workers, settings: Any, names: Any, roots: Any, analyse: list[str], *rest: Any) -> Any:
-        rounds.append(len(analyse))
-        return real_execute(self, settings, names, roots, analyse, *rest)
+    def counting(self: Workers, settings: Any, roots: Any, feed: Any, *rest: Any) -> Any:
+        rounds.append(len(feed))
+        return real_execute(self, settings, roots, feed, *rest)
 
     monkeypatch.setattr(Workers, "execute", counting)
     found, parsed = _lint_counting_parses(tmp_path, named, monkeypatch)
@@ -173,6 +174,17 @@ def test_own_nodes_are_the_def_s_nodes_each_once_without_nested_definitions() ->
 def test_word_split_is_the_regex_word_scan() -> None:
     data = SAMPLE.encode() + bytes(range(256)) + "élan_ckpt x2 _y".encode()
     assert set(data.translate(WORDS_ONLY).split()) == set(re.findall(rb"\w+", data))
+
+
+def test_a_few_names_are_found_as_the_word_split_finds_them() -> None:
+    data = b"ckpt" + SAMPLE.encode() + bytes(range(256)) + "élan_ckpt x2 _y\nBlock".encode()
+    names = [b"ckpt", b"checkpoint", b"checkpoint_seq", b"Block", b"lan_ckpt", b"x2", b"x", b"_y", b"layers", b"seq", b"absent"]
+    words = set(data.translate(WORDS_ONLY).split())
+    for count in (1, 3, len(names)):
+        wanted = frozenset(names[:count])
+        assert _whole_words(data, wanted) == wanted & words
+    many = frozenset(names + [f"name{i}".encode() for i in range(_FEW_WORDS)])
+    assert _whole_words(data, many) == many & words == {b"ckpt", b"checkpoint", b"checkpoint_seq", b"Block", b"lan_ckpt", b"x2", b"x", b"_y", b"layers"}
 
 
 def test_lines_without_a_carriage_return_split_as_the_regex_does() -> None:

@@ -14,9 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from ckptlint.engine.cache import Cache, CacheEntry, Index, cache_key
+from ckptlint.engine.cache import Cache, CacheEntry, Index, ModuleEdges, cache_key
 from ckptlint.engine.parallel import Workers
 from ckptlint.engine.reuse import Reuse
+from ckptlint.engine.schedule import Headers, Schedule, by_package, class_headers, predicted_classes
 from ckptlint.engine.worker import ISSUES_URL, Outcome
 from ckptlint.engine.workspace import Workspace
 from ckptlint.finding import Finding, merge_findings
@@ -29,6 +30,9 @@ from ckptlint.source import DecodeError, SourceFile
 
 if TYPE_CHECKING:
     from ckptlint.engine.linter import Linter
+
+
+PREDICT_FROM = 64  # files to analyse from which a pass predicts layer classes (schedule.py)
 
 
 class Run:
@@ -63,6 +67,7 @@ class Run:
         self.reused: set[str] = set()  # candidates answered from the cache
         self.unreadable: set[str] = set()  # files that could not be read when analysed
         self.problems: list[PathProblem] = []
+        self._headers: dict[str, Headers] | None = None  # each file's class headers, read once (schedule.py)
 
     def _cache(self) -> Cache | None:
         """None without a cache directory. The key holds what the analysis depends on, not
@@ -86,21 +91,40 @@ class Run:
                 if names.words() != words:
                     continue  # cached entries added names: take those in before analysing anything
                 todo = todo or waiting  # an entry that never matched is redone once nothing else moves
-                syntax = [p for p in self.named if not self.mentions.of(p, words) and not self._syntax_known(p)]
+                feed = self._feed(todo, names)
+                # a file the feed may analyse is parsed there (a later pass parses it if it was not)
+                syntax = [p for p in self.named if not self.mentions.of(p, words) and not self._syntax_known(p) and p not in feed]
                 if not todo and not syntax:
                     break
-                outcomes, edges = workers.execute(self.settings, names, self.roots, todo, syntax, self.workspace.size)
-                self.reuse.add_edges(edges)
-                for outcome in outcomes:
-                    self._record(outcome, words)
-                for path in todo:
-                    fresh = self.outcomes.get(path)
-                    if fresh is not None:
-                        names.update(fresh.names)
+                workers.execute(self.settings, self.roots, feed, syntax)
         self.candidates = [p for p in self.files if self.mentions.of(p, names.words())]
         result = self._merge()
         self.reuse.save(self.outcomes, self.keys, self.mentions, names)
         return result
+
+    def _feed(self, todo: list[str], names: Names) -> RunFeed:
+        """`todo`, and the files that mention only classes the class headers predict, in the
+        order schedule.py gives: each after the files defining the predicted classes it mentions."""
+        if len(todo) < PREDICT_FROM:  # reading every file's headers costs more than a later pass
+            return RunFeed(self, names, Schedule(by_package(todo, self.workspace.size), {}), set(todo))
+        if self._headers is None:  # the files' contents do not change during a run
+            self._headers = {path: found for path in self.files if (found := class_headers(self.workspace.data(path) or b""))}
+        headers = self._headers
+        definers = predicted_classes(headers, names.classes)
+        predicted = frozenset(definers)
+        words = names.words() | predicted
+        first = set(todo)
+        later = [
+            path for path in self.files
+            if path not in first and path not in self.outcomes and path not in self.reused and self.mentions.of(path, words) & predicted
+        ]
+        files = by_package(todo, self.workspace.size) + by_package(later, self.workspace.size)
+        waits: dict[str, set[str]] = {}
+        for path in files:
+            defined = {name for name, _ in headers.get(path, ())}
+            mentioned = self.mentions.of(path, words) & predicted
+            waits[path] = {definer for name in mentioned - defined for definer in definers[name]}
+        return RunFeed(self, names, Schedule(files, waits), first)
 
     def _select(self, words: frozenset[str], names: Names) -> tuple[list[str], list[str]]:
         """Candidates to analyse now, and those whose cached entry may still match once more
@@ -251,6 +275,54 @@ class Run:
             except DecodeError:
                 continue
         return sources
+
+
+class RunFeed:
+    """What one pass of the run's loop hands its workers (parallel.Feed): the schedule's files,
+    the names as they grow, and each outcome recorded as its job ends."""
+
+    def __init__(self, run: Run, names: Names, schedule: Schedule, first: set[str]) -> None:
+        self.run = run
+        self._names = names  # the run's: grown here as outcomes come
+        self.schedule = schedule
+        self.first = first  # selected by the loop; the others only if a name they mention came
+
+    def __len__(self) -> int:
+        return len(self.schedule)
+
+    def __contains__(self, path: str) -> bool:
+        return path in self.schedule
+
+    def names(self) -> Names:
+        return self._names
+
+    def take(self, count: int) -> list[str]:
+        return self.schedule.take(count, self._wanted)
+
+    def _wanted(self, path: str) -> bool:
+        """A file not selected is analysed here only as a new candidate without a cache entry
+        (the loop's next pass takes cached entries and files whose names moved)."""
+        if path in self.first:
+            return True
+        run = self.run
+        return path not in run.outcomes and run.reuse.analysis(path) is None and bool(run.mentions.of(path, self._names.words()))
+
+    def record(self, outcomes: list[Outcome], edges: dict[str, ModuleEdges], names: Names) -> None:
+        """Keep a job's outcomes, keyed by the names it ran with; grow the names from them."""
+        run = self.run
+        run.reuse.add_edges(edges)
+        words = names.words()
+        for outcome in outcomes:
+            run._record(outcome, words)
+            if run.outcomes.get(outcome.path) is outcome:
+                self._names.update(outcome.names)
+        self.schedule.done(outcome.path for outcome in outcomes)
+
+    def unblock(self) -> bool:
+        return self.schedule.unblock()
+
+    def retry(self, paths: list[str]) -> None:
+        self.schedule.retry(paths)
 
 
 def _unused_noqa(named_paths: set[str], result: LintResult) -> list[Finding]:
