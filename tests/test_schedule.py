@@ -3,13 +3,15 @@ until their definers are analysed, and a run over a layer zoo that analyses each
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ckptlint.config import Config
-from ckptlint.engine import Linter, run
+from ckptlint.engine import Linter, run, worker
 from ckptlint.engine.parallel import Workers
 from ckptlint.engine.schedule import Schedule, class_headers, predicted_classes
 
@@ -121,3 +123,28 @@ def test_without_prediction_the_same_findings_take_more_passes(tmp_path: Path, m
     assert found == [(f"users_{index}.py", "CKP201", 8) for index in range(3)]
     assert passes == [6, 3, 3]  # layers and models; users once `Layer{i}` came; models again once `NoisyLayer{i}` did
     assert len(analysed) == 12
+
+
+def _dying_worker(settings: Any, names: Any, roots: Any, analyse: list[str], syntax_only: list[str]) -> Any:
+    """worker.run_job, but a worker process given users_3.py dies (module level: the pool pickles it)."""
+    if multiprocessing.current_process().name != "MainProcess" and any(path.endswith("users_3.py") for path in analyse):
+        os._exit(1)
+    return REAL_RUN_JOB(settings, names, roots, analyse, syntax_only)
+
+
+REAL_RUN_JOB = worker.run_job
+
+
+def test_a_worker_that_dies_leaves_its_files_to_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed mid-run (for memory, say): the pool breaks, the files of every job that
+    was running are analysed again here, and the findings are those of a run where none died."""
+    _layer_zoo(tmp_path, 6)
+    monkeypatch.setattr(run, "PREDICT_FROM", 0)
+    monkeypatch.setattr(worker, "run_job", _dying_worker)
+    fallbacks: list[int] = []
+    real_fallback = Workers._run_in_process
+    monkeypatch.setattr(Workers, "_run_in_process", lambda self, *rest: (fallbacks.append(len(rest[2])), real_fallback(self, *rest))[1])
+    found, _, analysed = _lint_counting(tmp_path, monkeypatch, 2)
+    assert fallbacks  # the pool broke; the rest ran here
+    assert found == [(f"users_{index}.py", "CKP201", 8) for index in range(6)]
+    assert set(analysed) == {f"{kind}_{index}.py" for kind in ("layers", "users", "model") for index in range(6)}
