@@ -113,17 +113,14 @@ class Run:
         definers = predicted_classes(headers, names.classes)
         predicted = frozenset(definers)
         words = names.words() | predicted
+        mentioned = {path: spelled for path in self.files if (spelled := self.mentions.of(path, words) & predicted)}
         first = set(todo)
-        later = [
-            path for path in self.files
-            if path not in first and path not in self.outcomes and path not in self.reused and self.mentions.of(path, words) & predicted
-        ]
+        later = [path for path in mentioned if path not in first and path not in self.outcomes and path not in self.reused]
         files = by_package(todo, self.workspace.size) + by_package(later, self.workspace.size)
         waits: dict[str, set[str]] = {}
         for path in files:
             defined = {name for name, _ in headers.get(path, ())}
-            mentioned = self.mentions.of(path, words) & predicted
-            waits[path] = {definer for name in mentioned - defined for definer in definers[name]}
+            waits[path] = {definer for name in mentioned.get(path, set()) - defined for definer in definers[name]}
         return RunFeed(self, names, Schedule(files, waits), first)
 
     def _select(self, words: frozenset[str], names: Names) -> tuple[list[str], list[str]]:

@@ -109,9 +109,9 @@ def _eval_only(body: list[ast.stmt], node: ast.AST) -> bool:
         if _contains(statement, node):
             if isinstance(statement, ast.If):
                 if _in(statement.body, node):
-                    return False in _when_true(statement.test) or _eval_only(statement.body, node)
+                    return False in _training_when(statement.test, True) or _eval_only(statement.body, node)
                 if _in(statement.orelse, node):
-                    return False in _when_false(statement.test) or _eval_only(statement.orelse, node)
+                    return False in _training_when(statement.test, False) or _eval_only(statement.orelse, node)
                 return False
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 return False
@@ -122,7 +122,7 @@ def _eval_only(body: list[ast.stmt], node: ast.AST) -> bool:
             if inner:
                 return any(_eval_only(block, node) for block in inner)
             return any(_eval_only_branch(choice, node) for choice in ast.walk(statement) if isinstance(choice, ast.IfExp))
-        if isinstance(statement, ast.If) and not statement.orelse and _always_exits(statement.body) and False in _when_false(statement.test):
+        if isinstance(statement, ast.If) and not statement.orelse and _always_exits(statement.body) and False in _training_when(statement.test, False):
             return _in(body[index + 1 :], node)  # `if self.training: ... return`: the rest runs in eval mode
     return False
 
@@ -130,35 +130,22 @@ def _eval_only(body: list[ast.stmt], node: ast.AST) -> bool:
 def _eval_only_branch(choice: ast.IfExp, node: ast.AST) -> bool:
     """`x if self.training else self.infer(x)`: `node` in the branch taken in eval mode only."""
     if _contains_node(choice.body, node):
-        return False in _when_true(choice.test)
-    return _contains_node(choice.orelse, node) and False in _when_false(choice.test)
+        return False in _training_when(choice.test, True)
+    return _contains_node(choice.orelse, node) and False in _training_when(choice.test, False)
 
 
-def _when_true(test: ast.expr) -> set[bool]:
-    """The values `self.training` must have when `test` is true (empty: not known)."""
+def _training_when(test: ast.expr, outcome: bool) -> set[bool]:
+    """The values `self.training` must have when `test` is `outcome` (empty: not known)."""
     if _is_training(test):
-        return {True}
+        return {outcome}
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _when_false(test.operand)
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return set().union(*(_when_true(v) for v in test.values))
+        return _training_when(test.operand, not outcome)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if outcome else ast.Or):
+        return set().union(*(_training_when(v, outcome) for v in test.values))  # every operand has that outcome
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and _is_training(test.left):
-        right = test.comparators[0]
-        if isinstance(right, ast.Constant) and isinstance(right.value, bool) and isinstance(test.ops[0], (ast.Is, ast.Eq, ast.IsNot, ast.NotEq)):
-            return {right.value if isinstance(test.ops[0], (ast.Is, ast.Eq)) else not right.value}
-    return set()
-
-
-def _when_false(test: ast.expr) -> set[bool]:
-    """The values `self.training` must have when `test` is false (empty: not known)."""
-    if _is_training(test):
-        return {False}
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _when_true(test.operand)
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        return set().union(*(_when_false(v) for v in test.values))
-    if isinstance(test, ast.Compare):
-        return {not value for value in _when_true(test)}
+        right, op = test.comparators[0], test.ops[0]
+        if isinstance(right, ast.Constant) and isinstance(right.value, bool) and isinstance(op, (ast.Is, ast.Eq, ast.IsNot, ast.NotEq)):
+            return {right.value == (isinstance(op, (ast.Is, ast.Eq)) == outcome)}
     return set()
 
 
