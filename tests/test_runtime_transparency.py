@@ -200,3 +200,47 @@ def test_gradients_a_failed_replay_never_returned_are_explained_by_what_explains
     assert join([record], [finding], "/")[1] == []
     unexplained = {item["category"] for item in join([record], [], "/")[1]}
     assert unexplained == {"error", "parameter-grad-missing:unexplained"}
+
+
+ROUTE = """\
+import torch
+from torch.utils.checkpoint import checkpoint
+
+
+def route(x, scores):
+    _, experts = torch.topk(scores, 2)
+    return x[experts]
+
+
+def step():
+    x = torch.randn(6, 3, requires_grad=True)
+    scores = torch.randn(6, requires_grad=True)
+    checkpoint(route, x, scores, use_reentrant=False).sum().backward()
+"""
+
+
+def test_a_routing_selection_recomputed_on_cpu_is_not_confirmable_there(tmp_path: Path) -> None:
+    """CKP504's recompute differs only through non-deterministic kernels upstream: a CPU replay
+    from the same state picks the same indices, which says nothing either way."""
+    import importlib.util
+
+    from ckptlint.runtime.confirm import static_findings
+    from ckptlint.runtime.join import NEEDS_GPU
+
+    path = tmp_path / "route.py"
+    path.write_text(ROUTE)
+    static = static_findings(None, [str(path)])
+    assert static is not None
+    findings, base = static
+    wanted = [f for f in findings if f["code"] == "CKP504"]
+    assert [(f["line"], f["column"]) for f in wanted] == [(6, 18)]
+    spec = importlib.util.spec_from_file_location("route", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with audit() as report:
+        module.step()
+    [record] = report.records
+    assert record.verdict == "equivalent" and record.device == "cpu"
+    joined, _ = join(report.records, wanted, base)
+    assert [item["status"] for item in joined] == [NEEDS_GPU]

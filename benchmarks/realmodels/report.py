@@ -22,7 +22,7 @@ CATEGORY_GROUP = {"output": "output", "input-grad": "grads", "parameter-grad": "
 STATUS_RANK = {"not exercised": 0, "not triggered as driven": 1, "not confirmable without a GPU": 2, "confirmed": 3}
 NOT_RUN = "code not run by this configuration (line never ran)"
 NOT_IN_REGION = "code not run in a region the finding names by this configuration (ran, but never inside a region replayed at its call sites)"
-NEEDS_GPU = "needs a GPU (CKP205, or a CKP206 branch that also tests for CUDA, on CPU)"
+NEEDS_GPU = "needs a GPU (CKP205 or CKP504, or a CKP206 branch that also tests for CUDA, on CPU)"
 NO_TENSOR = ("the tensor it names did not reach the region in this configuration (CKP302: the companion saw no tensor that "
              "requires grad reach the call other than positionally; the configuration leaves it None)")
 OTHER_CLASS = ("the configuration built another class than the finding is stated for (its message says "

@@ -25,6 +25,9 @@ CONFIRMED = "confirmed"
 NOT_TRIGGERED = "not triggered as driven"
 NOT_EXERCISED = "not exercised"
 NEEDS_GPU = "not confirmable without a GPU"
+# what a replay from identical state on CPU cannot show: CKP205's CUDA RNG, CKP504's selections and
+# accumulations, whose recompute differs only through non-deterministic (CUDA) kernels upstream
+CPU_DETERMINISTIC = frozenset({"CKP205", "CKP504"})
 
 _GRADIENTS = {"output", "input-grad", "parameter-grad"}
 # reported at the checkpoint call (or the wrapper: CKP403/CKP405 at `checkpoint_wrapper(block)`;
@@ -122,7 +125,7 @@ def join(records: Iterable[Record], findings: Iterable[dict[str, Any]], base: st
             if code == "CKP101":
                 if any(r.flags.get("use_reentrant_defaulted") for r in matched):
                     status = CONFIRMED
-            elif code == "CKP205" and all(r.device == "cpu" for r in matched):
+            elif code in CPU_DETERMINISTIC and all(r.device == "cpu" for r in matched):
                 status = NEEDS_GPU
             elif any(_categories(r) & CONFIRMS.get(code, set()) for r in matched):
                 status = CONFIRMED
