@@ -23,7 +23,7 @@ def region_text(call: CheckpointCall) -> str:
 def describe_call(call: CheckpointCall, hints: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """The call as `ckptlint calls` shows it: where, which API, its region, its mode and what
     decided the mode (`mode_source`: `use_reentrant=False`, `transformers 4.57.0 from the environment`);
-    with `hints`, its static cost hints (regions/region_cost.py: `kind`, `message`)."""
+    with `hints`, its static cost hints (analysis/regions/cost_hints.py: `kind`, `message`)."""
     mode = call.mode
     described: dict[str, Any] = {
         "path": call.path,

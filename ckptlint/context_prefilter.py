@@ -1,4 +1,4 @@
-"""Which project files can say how checkpoint calls run (regions/execution_context.py), decided
+"""Which project files can say how checkpoint calls run (analysis/contexts/execution.py), decided
 from their bytes: a file that mentions none of `CONTEXT_WORDS` as a whole word compiles
 nothing, sets no Dynamo flag and installs no offloading hook.
 

@@ -26,7 +26,7 @@ def most_severe(severities: Iterable[str]) -> str:
 
 @dataclass(frozen=True)
 class SiteContext:
-    """How a checkpoint site runs (regions/execution_context.py) and what that does to the
+    """How a checkpoint site runs (analysis/contexts/execution.py) and what that does to the
     finding's hazard there: `consequence` is "" where it is as in eager; `facts` is the
     context as JSON (`ExecutionContext.to_dict`)."""
 

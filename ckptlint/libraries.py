@@ -9,7 +9,7 @@ path is read in this process; `--python PATH` (or `python = "PATH"`) names anoth
 is asked once (`PATH -c "import sys, json; ..."`: it runs the interpreter, never the linted
 code) and remembered per interpreter file and modification time.
 
-Some packages are never read: torch is described by tables (regions/torch_api.py), and so
+Some packages are never read: torch is described by tables (analysis/knowledge/torch_api.py), and so
 are NumPy and Python's `random`; reading them would cost time and find nothing the tables
 do not say. The standard library is not in site-packages anyway.
 """
@@ -24,7 +24,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-# top-level packages whose source is never read: described by regions/torch_api.py, or
+# top-level packages whose source is never read: described by analysis/knowledge/torch_api.py, or
 # (typing_extensions) a backport of the standard library that holds no model code
 NEVER_READ: frozenset[str] = frozenset(
     {"torch", "torchgen", "functorch", "torchvision", "torchaudio", "triton", "numpy", "typing_extensions"}

@@ -3,7 +3,7 @@
 `def apply_module(m, x)` called as `apply_module(self.mlp, x)`; `Block.__init__(self, ...,
 activation_checkpoint_func=None)` called as `Block(..., activation_checkpoint_func=checkpoint)`.
 Syntactic and limited to the defining module, so what a file means depends on that file.
-Call recognition (calls.py) and region resolution (regions/call_sites.py) both ask.
+Call recognition (calls.py) and region resolution (analysis/semantics/call_sites.py) both ask.
 """
 
 from __future__ import annotations

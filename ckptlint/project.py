@@ -11,7 +11,7 @@ Names that no project root holds are looked up in the installed libraries' direc
 (libraries.py), after the project's roots as `sys.path` puts the script's directory first.
 A library module is loaded and parsed like a project module, lazily, but marked `library`:
 it is read-only context, never linted, and its hazards are reported at the project line
-that reaches them (regions/libraries.py). Its display path is relative to its library
+that reaches them (analysis/regions/libraries.py). Its display path is relative to its library
 directory (`fakezoo/blocks.py`), as a message names it.
 
 Two roots can hold the same top-level name (`examples/a/train.py` and

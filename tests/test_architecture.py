@@ -117,7 +117,7 @@ def test_imports_inside_functions_count_and_type_checking_ones_do_not() -> None:
 
 
 def test_rule_files_import_only_the_vocabulary_the_catalogue_findings_and_the_rule_base() -> None:
-    allowed = {"ckptlint.regions.summary", "ckptlint.catalogue", "ckptlint.finding", "ckptlint.rules.base"}
+    allowed = {"ckptlint.analysis.regions.summary", "ckptlint.catalogue", "ckptlint.finding", "ckptlint.rules.base"}
     graph = import_graph()
     rules = sorted(name for name in graph if name.startswith("ckptlint.rules.ckp"))
     assert len(rules) >= 10

@@ -128,7 +128,7 @@ def test_packets_are_reported_in_lists_and_policy_collections_with_their_torch_b
 
 
 def test_a_call_compiled_through_torch_compile_of_its_module_is_reported() -> None:
-    """The execution context (regions/execution_context.py) sees `torch.compile(model)`; a
+    """The execution context (analysis/contexts/execution.py) sees `torch.compile(model)`; a
     nested lambda there fails to compile."""
     findings = _findings("""
     class Block(torch.nn.Module):

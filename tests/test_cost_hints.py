@@ -1,4 +1,4 @@
-"""Static cost hints (regions/region_cost.py): every call in fixtures/cost_hints has exactly the
+"""Static cost hints (analysis/regions/cost_hints.py): every call in fixtures/cost_hints has exactly the
 hints its line marks (`# hint: KIND`; no mark, no hint), in-process and through `ckptlint calls`;
 a lint neither computes them nor changes its findings."""
 

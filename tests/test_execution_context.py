@@ -1,5 +1,5 @@
-"""Execution contexts (regions/execution_context.py) and what they do to findings
-(regions/context_verdicts.py): each fixture under fixtures/contexts/ is linted as a project of
+"""Execution contexts (analysis/contexts/execution.py) and what they do to findings
+(analysis/contexts/verdicts.py): each fixture under fixtures/contexts/ is linted as a project of
 its own, and every finding's code, position, severity, consequence and context are asserted."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from ckptlint.config import find_config, load_config
 from ckptlint.engine import Linter
 from ckptlint.reporters import json_format
-from ckptlint.regions.context_verdicts import verdict
-from ckptlint.regions.execution_context import ExecutionContext
+from ckptlint.analysis.contexts.verdicts import verdict
+from ckptlint.analysis.contexts.execution import ExecutionContext
 from ckptlint.sac_policy import EVERY_OP, policy_saved_ops
 from conftest import FIXTURES, REPO, expectations, fixture_files
 

@@ -168,7 +168,7 @@ def test_sequential_subclass_norm_is_reported_at_the_call_that_runs_it() -> None
 
 
 def test_name_patterns_meet_as_registration_and_lookup_can() -> None:
-    from ckptlint.regions.construction import name_pattern, patterns_meet
+    from ckptlint.analysis.semantics.modules import name_pattern, patterns_meet
     import ast
 
     def pattern(text: str):

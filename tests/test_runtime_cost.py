@@ -320,7 +320,7 @@ Model()(torch.randn(4, 16, requires_grad=True)).sum().backward()
 
 
 def test_confirm_cost_with_lint_shows_the_static_hints_beside_the_measured_ones(tmp_path: Path) -> None:
-    """`--lint` joins the calls' static cost hints (regions/region_cost.py) to the measured call
+    """`--lint` joins the calls' static cost hints (analysis/regions/cost_hints.py) to the measured call
     sites, as it joins findings: the norm gets both single-cheap-op hints, the block loop the
     last-block hint that no replay of one call can give."""
     (tmp_path / "model.py").write_text(HINTED)

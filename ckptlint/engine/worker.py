@@ -43,11 +43,11 @@ from ckptlint.engine.discovery import ExcludeMatcher
 from ckptlint.finding import Finding
 from ckptlint.prefilter import Names
 from ckptlint.project import LoadedModule, Project, content_digest, display_path, load_source, read_content
-from ckptlint.regions.composition import Composition
-from ckptlint.regions.context_verdicts import with_contexts
-from ckptlint.regions.effects import RegionEffects
-from ckptlint.regions.execution_context import ExecutionContexts
-from ckptlint.regions.region_cost import RegionCost
+from ckptlint.analysis.usage.composition import Composition
+from ckptlint.analysis.contexts.verdicts import with_contexts
+from ckptlint.analysis.regions.effects import RegionEffects
+from ckptlint.analysis.contexts.execution import ExecutionContexts
+from ckptlint.analysis.regions.cost_hints import RegionCost
 from ckptlint.rules import ALL_RULES
 from ckptlint.source import DecodeError, SourceFile
 from ckptlint.syntax import parse, parse_error
@@ -304,7 +304,7 @@ def module_edges(project: Project, module: LoadedModule) -> tuple[tuple[str, ...
 
 def in_project(findings: list[Finding], project: Project) -> list[Finding]:
     """Findings never lie in an installed library's file: region hazards are moved to the
-    project line that reaches them as they are found (regions/libraries.py); anything else a
+    project line that reaches them as they are found (analysis/regions/libraries.py); anything else a
     rule places in a library (`preserve_rng_state=False` bound by a library's partial) is
     reported at the checkpoint call it is about, and dropped when it names none."""
     libraries = {m.source.display_path for m in project.loaded() if m.library and m.source is not None}

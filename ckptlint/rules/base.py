@@ -13,7 +13,7 @@ from typing import Iterable, Iterator
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.finding import Finding, Fix, Site
-from ckptlint.regions.summary import BUILT_BY, Effect
+from ckptlint.analysis.regions.summary import BUILT_BY, Effect
 from ckptlint.rules.context import RuleContext
 from ckptlint.symbols import ModuleSymbols
 
@@ -29,7 +29,7 @@ class Rule:
     bad: str = ""  # a program the rule flags
     good: str = ""  # the same program made safe; the rule is silent
     remedy: str = ""  # how to fix it by hand, or what --fix does
-    under_contexts: str = ""  # markdown: what the hazard does under torch.compile / SAC (regions/context_verdicts.py)
+    under_contexts: str = ""  # markdown: what the hazard does under torch.compile / SAC (analysis/contexts/verdicts.py)
     level: str = "warning"
     fixable: bool = False
     options: dict[str, object] = {}  # configuration the rule needs to run (Config fields), for docs and tests

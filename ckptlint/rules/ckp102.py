@@ -6,7 +6,7 @@ import ast
 from typing import Iterator
 
 from ckptlint.finding import Finding
-from ckptlint.regions.summary import TORCH_RANDOM, Effect
+from ckptlint.analysis.regions.summary import TORCH_RANDOM, Effect
 from ckptlint.rules.base import Rule, RuleContext, finding_at
 
 

@@ -1,6 +1,6 @@
 """CKP201: Python `random` or NumPy draws inside a checkpointed region."""
 
-from ckptlint.regions.summary import RANDOM_DRAW
+from ckptlint.analysis.regions.summary import RANDOM_DRAW
 from ckptlint.rules.base import RegionRule
 
 

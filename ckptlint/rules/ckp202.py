@@ -1,6 +1,6 @@
 """CKP202: the region rebinds or mutates module-level state."""
 
-from ckptlint.regions.summary import GLOBAL_STATE
+from ckptlint.analysis.regions.summary import GLOBAL_STATE
 from ckptlint.rules.base import RegionRule
 
 

@@ -1,6 +1,6 @@
 """CKP203: the region mutates a container or attribute that outlives it."""
 
-from ckptlint.regions.summary import OUTER_STATE
+from ckptlint.analysis.regions.summary import OUTER_STATE
 from ckptlint.rules.base import RegionRule
 
 

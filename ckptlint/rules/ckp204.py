@@ -1,7 +1,7 @@
 """CKP204: the region mutates tensor state that outlives it (buffers, parameters, inputs, running stats)."""
 
 from ckptlint.catalogue import RUNNING_STATS as NEUTRALISES_RUNNING_STATS
-from ckptlint.regions.summary import RUNNING_STATS, TENSOR_STATE
+from ckptlint.analysis.regions.summary import RUNNING_STATS, TENSOR_STATE
 from ckptlint.rules.base import CheckpointCall, Effect, RegionRule
 
 

@@ -1,6 +1,6 @@
 """CKP205: the region moves tensors across devices."""
 
-from ckptlint.regions.summary import DEVICE_MOVE
+from ckptlint.analysis.regions.summary import DEVICE_MOVE
 from ckptlint.rules.base import RegionRule
 
 

@@ -1,6 +1,6 @@
 """CKP206: control flow in the region on mutable or untracked state."""
 
-from ckptlint.regions.summary import GRAD_MODE_BRANCH, UNSTABLE_BRANCH
+from ckptlint.analysis.regions.summary import GRAD_MODE_BRANCH, UNSTABLE_BRANCH
 from ckptlint.rules.base import CheckpointCall, Effect, RegionRule
 
 

@@ -8,7 +8,7 @@ from typing import Iterator
 from ckptlint.finding import Finding
 from ckptlint.rules.base import Rule, RuleContext, finding_at
 
-# why an input cannot require grad, by the analysis's reason kind (regions/grad_flow.py)
+# why an input cannot require grad, by the analysis's reason kind (analysis/usage/grad_flow.py)
 WHY = {
     "detached": "is detached (`{detail}` at {at})",
     "no-grad-block": "is computed under `{detail}` ({at})",

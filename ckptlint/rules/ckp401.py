@@ -1,6 +1,6 @@
 """CKP401: a collective inside a checkpointed region, replayed at recompute."""
 
-from ckptlint.regions.summary import COLLECTIVE_OP
+from ckptlint.analysis.regions.summary import COLLECTIVE_OP
 from ckptlint.rules.base import CheckpointCall, Effect, RegionRule
 
 _REPEATED = (

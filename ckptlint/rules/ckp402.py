@@ -1,6 +1,6 @@
 """CKP402: a point-to-point op, or an all-to-all with split sizes the region computes, inside a region."""
 
-from ckptlint.regions.summary import PEER_EXCHANGE
+from ckptlint.analysis.regions.summary import PEER_EXCHANGE
 from ckptlint.rules.base import CheckpointCall, Effect, RegionRule
 
 _HANG = "a rank whose recompute differs, or whose peer does not recompute, blocks"

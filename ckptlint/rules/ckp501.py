@@ -1,6 +1,6 @@
 """CKP501: an in-place op on the output of an op the region's selective-checkpoint policy saves."""
 
-from ckptlint.regions.summary import SAVED_OUTPUT_MUTATED
+from ckptlint.analysis.regions.summary import SAVED_OUTPUT_MUTATED
 from ckptlint.rules.base import CheckpointCall, Effect, RegionRule
 
 _EVERY_OP = "*"  # sac_policy.EVERY_OP: a policy that saves every op's output
@@ -36,7 +36,7 @@ class InPlaceOnSavedOutput(RegionRule):
 
         The producer is read from the function's own lines: the latest plain assignment of the
         changed name above the in-place op (`torch.mm`, `torch.matmul`, `@`, `torch.bmm`,
-        `torch.addmm`, `F.linear`, activations; regions/sac_ops.py). Reported only when the
+        `torch.addmm`, `F.linear`, activations; analysis/knowledge/aten_ops.py). Reported only when the
         call's policy saves that op (or every op).
     """
     bad = """

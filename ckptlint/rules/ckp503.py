@@ -37,7 +37,7 @@ class ContextFnRejectedByCompile(Rule):
           create_selective_checkpoint_contexts, ...)` built anywhere, compile.
 
         Whether the call runs compiled comes from the call's execution context
-        (regions/execution_context.py: `@torch.compile` on an enclosing function,
+        (analysis/contexts/execution.py: `@torch.compile` on an enclosing function,
         `torch.compile(model)` / `model.compile()` of a module that holds the call); where the
         run computes no contexts, from an enclosing `@torch.compile` decorator alone. Eager
         calls with these forms work and are not reported.

@@ -1,6 +1,6 @@
 """CKP504: a non-deterministic op recomputed inside a region (routing selections, accumulations)."""
 
-from ckptlint.regions.summary import NONDETERMINISTIC_OP
+from ckptlint.analysis.regions.summary import NONDETERMINISTIC_OP
 from ckptlint.rules.base import CheckpointCall, Effect, RegionRule
 
 _EVERY_OP = "*"  # sac_policy.EVERY_OP: a policy that saves every op's output
@@ -73,7 +73,7 @@ class NondeterministicRecompute(RegionRule):
         returns the forward's cached output instead of running the op (torch 2.13
         `_CachedTorchDispatchMode`). Not reported when the call's policy saves the op (the
         policy's op list; `argsort` is saved as `aten.sort`), nor outside regions. The ops
-        are a catalogue (regions/sac_ops.py).
+        are a catalogue (analysis/knowledge/aten_ops.py).
     """
     bad = """
         import torch

@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.finding import Fix, Site
-from ckptlint.regions.grad_flow import NoGradInput, UntrackedTensor, reentrant_because, takes_use_reentrant
-from ckptlint.regions.region_outputs import UntrackedOutput
-from ckptlint.regions.summary import Effect
+from ckptlint.analysis.usage.grad_flow import NoGradInput, UntrackedTensor, reentrant_because, takes_use_reentrant
+from ckptlint.analysis.regions.outputs import UntrackedOutput
+from ckptlint.analysis.regions.summary import Effect
 from ckptlint.symbols import ModuleSymbols
 
 if TYPE_CHECKING:
     from ckptlint.fix_builder import FixBuilder
-    from ckptlint.regions.composition import Composition
-    from ckptlint.regions.effects import RegionEffects
-    from ckptlint.regions.execution_context import ExecutionContext, ExecutionContexts
+    from ckptlint.analysis.usage.composition import Composition
+    from ckptlint.analysis.regions.effects import RegionEffects
+    from ckptlint.analysis.contexts.execution import ExecutionContext, ExecutionContexts
 
 
 @dataclass
@@ -30,7 +30,7 @@ class RuleContext:
     execution_contexts: ExecutionContexts | None = None  # how each call runs: compile, SAC, offload hooks
 
     def execution_context(self, call: CheckpointCall) -> ExecutionContext | None:
-        """How `call` runs (regions/execution_context.py); None when the run computes no contexts."""
+        """How `call` runs (analysis/contexts/execution.py); None when the run computes no contexts."""
         return self.execution_contexts.of(call) if self.execution_contexts is not None else None
 
     @staticmethod

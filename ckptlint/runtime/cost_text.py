@@ -55,5 +55,5 @@ def describe(cost: dict[str, Any]) -> list[str]:
 
 
 def static_lines(cost: dict[str, Any]) -> list[str]:
-    """The hints the code gives (`static_hints`, joined from `--lint`: regions/region_cost.py), measured or not."""
+    """The hints the code gives (`static_hints`, joined from `--lint`: analysis/regions/cost_hints.py), measured or not."""
     return [f"static hint ({hint['kind']}): {hint['message']}" for hint in cost.get("static_hints", ())]

@@ -151,7 +151,7 @@ def join(records: Iterable[Record], findings: Iterable[dict[str, Any]], base: st
 
 
 def static_hints(record: Record, calls: Iterable[dict[str, Any]], base: str) -> list[dict[str, str]]:
-    """The static cost hints (`ckptlint calls`, regions/region_cost.py) of the calls at the
+    """The static cost hints (`ckptlint calls`, analysis/regions/cost_hints.py) of the calls at the
     record's site, matched as CKP101 is (the call site, where its wrapper was built, or a line
     that called the site's frame); each kind once."""
     found: dict[str, dict[str, str]] = {}

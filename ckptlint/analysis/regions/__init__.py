@@ -1,0 +1,16 @@
+"""What a checkpoint call replays, and what the replay does twice or differently.
+
+- `summary.py`: the vocabulary the rules read (effect kinds, `Effect`, `Summary`).
+- `resolve.py`: the functions a region starts in, with their context.
+- `training_step.py`, `checkpoint_choice.py`: what a training step implies about a call's arguments.
+- `protocol.py`: the interpreter's surface that `library_calls.py` records on.
+- `interpreter.py`: summarises what a function does, once per calling context.
+- `binding.py`: how a call's values meet a function's parameters.
+- `library_calls.py`: what torch, NumPy, `random` and builtins calls do inside a region.
+- `mutability.py`: which state can change between forward and replay.
+- `replay_writes.py`: which writes a replay repeats with a different effect.
+- `libraries.py`: hazards in installed libraries, reported at the project line that reaches them.
+- `effects.py`: effects per checkpoint call (resolve, summarise, prefix the chain).
+- `outputs.py`: what a reentrant region returns (CKP306).
+- `cost_hints.py`: where what a checkpoint buys is known from the code.
+"""

@@ -1,0 +1,61 @@
+"""Region effects per checkpoint call: resolve the region, summarise, prefix the chain.
+
+One per linter run, shared by every module, so each (function, context) summary and
+each class's attribute types are computed once however many calls reach them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ckptlint.calls import CheckpointCall
+from ckptlint.classes import ClassIndex
+from ckptlint.analysis.usage.grad_flow import GradFlow
+from ckptlint.analysis.regions.interpreter import Summaries
+from ckptlint.analysis.regions.summary import RUNNING_STATS, Effect, with_note
+from ckptlint.analysis.semantics.evaluator import TypeInference
+from ckptlint.analysis.regions.libraries import reached_at
+from ckptlint.analysis.regions.mutability import Mutability
+from ckptlint.analysis.regions.outputs import RegionOutputs
+from ckptlint.project import Project
+from ckptlint.analysis.regions.resolve import RegionEntry, RegionResolver, RunningStatsRegion
+
+
+class RegionEffects:
+    def __init__(self, project: Project, classes: ClassIndex):
+        self.inference = TypeInference(project, classes)
+        self.mutability = Mutability(classes)
+        self.effects = Summaries(project, classes, self.inference, self.mutability)
+        self.resolver = RegionResolver(classes, self.inference)
+        self.grad_flow = GradFlow(classes, self.inference)  # CKP301/CKP302: what reaches a reentrant region
+        self.region_outputs = RegionOutputs(classes, self.inference)  # CKP306: what leaves it
+        self._by_call: dict[int, list[Effect]] = {}
+
+    def region_effects(self, call: CheckpointCall) -> list[Effect]:
+        """Everything the call's region does, each with the chain of calls that reaches it."""
+        cached = self._by_call.get(id(call.node))  # the node lives as long as its module
+        if cached is not None:
+            return cached
+        found: list[Effect] = []
+        seen: set[tuple[str, int]] = set()
+        for entry in self.resolver.entries(call):
+            for effect in self._entry_effects(entry, call):
+                if effect.key not in seen:
+                    seen.add(effect.key)
+                    found.append(effect)
+        self._by_call[id(call.node)] = found
+        return found
+
+    def forget_calls(self) -> None:
+        """Drop the effects kept per checkpoint call: with new names, a call can be recognised
+        differently (worker.WorkerState.rename); summaries stay, they follow no names."""
+        self._by_call.clear()
+
+    def _entry_effects(self, entry: RegionEntry | RunningStatsRegion, call: CheckpointCall) -> list[Effect]:
+        if isinstance(entry, RunningStatsRegion):
+            return [Effect(RUNNING_STATS, call.module, entry.node, "region", (("module_class", entry.name),))]
+        summary = self.effects.summary(entry.module, entry.scope, entry.context)
+        effects = [with_note(replace(e, chain=(entry.name, *e.chain)) if e.chain else e, entry.note) for e in summary.effects]
+        if entry.module.library:  # a library function is the region: its hazards are the checkpoint call's
+            return [reached_at(replace(e, chain=e.chain or (entry.name,)), call.module, call.node) for e in effects]
+        return effects

@@ -1,0 +1,871 @@
+"""Effect summaries: what running a function does that a replay would do differently or twice.
+
+`FunctionInterpreter` walks one function's statements in order, tracking for each local
+name where its object comes from (`values.Value`): created in the region, an input,
+outer state, a module-level global. It records an `Effect` for every random draw,
+mutation of state that outlives the region, in-place op on a tensor that outlives it,
+running-statistics update, device move and branch on unstable state. Calls into project
+code are followed: `Summaries.summary` computes each (function, calling context)
+once and the caller adds the callee's effects with the call chain. Rules read effects;
+they never walk trees.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import replace
+from typing import Callable, Iterable, Sequence
+
+from ckptlint.analysis.regions import binding
+from ckptlint.analysis.knowledge import torch_api
+from ckptlint.syntax import child_nodes, walk
+from ckptlint.classes import ClassIndex
+from ckptlint.analysis.semantics.evaluator import MODULE_METHODS, TypeInference
+from ckptlint.analysis.regions.library_calls import LibraryCalls
+from ckptlint.analysis.regions.checkpoint_choice import only_chooses_checkpointing
+from ckptlint.analysis.flow.grad_mode import eval_only, grad_off_only
+from ckptlint.analysis.regions.libraries import reached_at
+from ckptlint.analysis.regions.mutability import Mutability, dotted_path, lazy_initialised_names, set_once_or_restored
+from ckptlint.analysis.regions.replay_writes import WriteTracker, body_rebinds, drop_guarded_writes, state_keys
+from ckptlint.analysis.semantics.known_truth import constant_value, known_truth
+from ckptlint.project import Project
+from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, Binding, ModuleSymbols, Scope
+from ckptlint.analysis.regions.summary import (
+    EMPTY_SUMMARY,
+    GLOBAL_STATE,
+    GRAD_MODE_BRANCH,
+    NONDETERMINISTIC_OP,
+    OUTER_STATE,
+    TENSOR_STATE,
+    UNSTABLE_BRANCH,
+    Context,
+    Effect,
+    PendingStore,
+    StateKey,
+    Summary,
+    approximation_note,
+    with_note,
+)
+from ckptlint.analysis.semantics.values import Type, Types
+from ckptlint.analysis.semantics.values import (
+    ordered,
+    CONST,
+    CONST_VALUE,
+    GLOBAL,
+    GRAD_MODE,
+    INPUT,
+    LOCAL,
+    LOCAL_VALUE,
+    OUTER,
+    ClassObjectType,
+    ClassType,
+    ContainerType,
+    FunctionType,
+    Value,
+    Volatility,
+    element_types,
+    merge,
+)
+
+MAX_CALL_DEPTH = 12
+
+
+class Summaries:
+    """Summaries of project functions, each computed once per calling context."""
+
+    def __init__(self, project: Project, classes: ClassIndex, inference: TypeInference, mutability: Mutability):
+        self.project = project
+        self.classes = classes
+        self.inference = inference
+        self.mutability = mutability
+        self._memo: dict[tuple[int, Context], Summary] = {}
+        self._active: set[tuple[int, Context]] = set()
+
+    def summary(self, module: ModuleSymbols, scope: Scope, context: Context) -> Summary:
+        key = (id(scope.node), context)
+        cached = self._memo.get(key)
+        if cached is not None:
+            return cached
+        if key in self._active or len(self._active) >= MAX_CALL_DEPTH:
+            return EMPTY_SUMMARY  # recursion, or too deep to matter
+        self._active.add(key)
+        try:
+            result = FunctionInterpreter(self, module, scope, context).run()
+        finally:
+            self._active.discard(key)
+        self._memo[key] = result
+        return result
+
+
+class FunctionInterpreter:
+    library = LibraryCalls()  # torch, NumPy, random and builtins calls
+
+    def __init__(self, analysis: Summaries, module: ModuleSymbols, scope: Scope, context: Context):
+        self.analysis = analysis
+        self.inference = analysis.inference
+        self.module = module
+        self.scope = scope
+        self.context = context
+        self.env: dict[str, Value] = {}
+        self.closure = dict(context.closure)
+        self.effects: list[Effect] = []
+        self._seen: set[tuple[str, int]] = set()
+        self.returns: list[Value] = []
+        self.tracker = WriteTracker()  # what this execution has read and written of outliving state
+
+    # -- driver ---------------------------------------------------------------
+
+    def run(self) -> Summary:
+        self.bind_parameters()
+        node = self.scope.node
+        if isinstance(node, ast.Lambda):
+            self.returns.append(self.eval(node.body))
+        else:
+            self.block(node.body)  # type: ignore[attr-defined]  # not a lambda: a def or a module, whose body is statements
+        tracker = self.tracker
+        return Summary(
+            tuple(self.effects),
+            merge(self.returns) if self.returns else LOCAL_VALUE,
+            writes=frozenset(tracker.written),
+            reads=frozenset(tracker.read_first | tracker.exit_reads),
+            settled=frozenset(tracker.settled),
+            accumulated=frozenset(tracker.accumulated),
+            pending=tuple(tracker.pending),
+        )
+
+    def bind_parameters(self) -> None:
+        annotation_types = functools.partial(binding.annotation_types, self.inference, self.module, self.scope.parent or self.scope)
+        self.env.update(binding.parameter_values(self.scope.node, self.context, annotation_types))
+
+    # -- effects --------------------------------------------------------------
+
+    def add(self, kind: str, node: ast.AST, variant: str, depends_on: frozenset[tuple[str, str]] = frozenset(), **facts: str) -> None:
+        """Record an effect of this function; `facts` are what the rule's message quotes."""
+        self.record(Effect(kind, self.module, node, variant, tuple(facts.items()), depends_on=depends_on))
+
+    def record(self, effect: Effect) -> None:
+        if effect.depends_on and effect.depends_on <= self.tracker.settled:
+            return  # the region stored that state itself earlier in this run: the replay reads the same
+        if effect.key not in self._seen:
+            self._seen.add(effect.key)
+            self.effects.append(effect)
+
+    def inference_only(self, node: ast.AST, names: Callable[[], set[str]] | None = None) -> bool:
+        """Whether what `node` computes reaches no differentiated computation, read from this
+        function (inference_paths.py): it runs only in eval mode, or with grad off and neither
+        it nor `names()` (the names computed from it) leave the grad-off code (CKP504)."""
+        return eval_only(self.scope, node) or (names is not None and grad_off_only(self.scope, node, names))
+
+    def mutate(self, target: Value, node: ast.AST, action: str, tensor: bool = False) -> None:
+        """`target` is changed in place or added to by `node` (`append`, `+=`, `.add_()`): a
+        hazard when it outlives the region, since the replay adds to the forward's result."""
+        if not target.outlives_region:
+            return
+        self.tracker.accumulate(state_keys(target))
+        self.tracker.accumulate(("global", name) for name in target.global_names)
+        self.record(self._write_effect(target, node, "mutation", tensor, action=action))
+
+    def store(self, target: Value, node: ast.AST, action: str, value: Value, what: str = "a value") -> None:
+        """A plain store into `target` (`self.x = v`, `d[k] = v`): the replay stores again, which
+        changes something only if this run read the state first or the value is unstable."""
+        if not target.outlives_region:
+            return
+        keys = state_keys(target)
+        if self._is_tensor_state(target):  # buffer reassignment stays CKP204
+            self.tracker.store(keys, stable=True)
+            self.record(self._write_effect(target, node, "mutation", False, action=action))
+            return
+        reasons = self.tracker.unstable_reasons(value)
+        if self.tracker.read_before_written(keys):
+            self.tracker.store(keys, stable=False)
+            self.record(self._write_effect(target, node, "read-before-write", False, action=action))
+        elif reasons:
+            self.tracker.store(keys, stable=False)
+            text = "; ".join(reason.text for reason in reasons)
+            self.record(self._write_effect(target, node, "volatile-store", False, action=action, what=what, reasons=text))
+        else:
+            if self.tracker.first_write(keys):  # a caller that read this state first makes it a hazard
+                self.tracker.pending.append(PendingStore(keys, self._write_effect(target, node, "read-before-write", False, action=action)))
+            self.tracker.store(keys, stable=True)
+
+    def _write_effect(self, target: Value, node: ast.AST, variant: str, tensor: bool, **facts: str) -> Effect:
+        """The effect a write to `target` is reported as: module-level state (CKP202), tensor
+        state (CKP204) or another outliving object (CKP203)."""
+        subject = f"`{target.path}`" if target.path else "an object"
+        if target.global_names:
+            kind, extra = GLOBAL_STATE, {}
+        elif tensor or self._is_tensor_state(target):
+            kind, extra = TENSOR_STATE, {"tensor_kind": self._tensor_kind(target)}
+        else:
+            kind, extra = OUTER_STATE, {}
+        return Effect(kind, self.module, node, variant, tuple({**facts, **extra, "subject": subject}.items()))
+
+    def store_attribute(self, base: Value, attribute: str, node: ast.AST, action: str, value: Value) -> None:
+        """`base.attribute = value` (also `setattr(base, "attribute", value)`)."""
+        self.store(self._attribute_target(base, attribute), node, action, value)
+
+    def read_state(self, keys: Iterable[StateKey]) -> None:
+        self.tracker.read(keys)
+
+    def _is_tensor_state(self, value: Value) -> bool:
+        if value.attribute is not None and self._is_buffer_or_parameter(value.attribute):
+            return True
+        return binding.TENSOR in value.types
+
+    def _tensor_kind(self, value: Value) -> str:
+        if value.attribute is not None and self._is_buffer_or_parameter(value.attribute):
+            return "buffer/parameter"
+        if INPUT in value.origins:
+            return "input"
+        return "tensor"
+
+    def _is_buffer_or_parameter(self, attribute: tuple[str, str]) -> bool:
+        class_name, name = attribute
+        info = self.analysis.classes.by_name(class_name)
+        return info is not None and name in self.analysis.mutability.tensor_attributes(info)
+
+    def branch(self, test: ast.AST, value: Value) -> None:
+        others = sorted(value.volatile - {GRAD_MODE})
+        reasons = [reason.text for reason in others]
+        states = [r.state for r in others if r.state is not None]
+        depends_on = frozenset(states) if others and len(states) == len(others) else frozenset()
+        if GRAD_MODE in value.volatile:
+            self.add(GRAD_MODE_BRANCH, test, "grad-mode")
+        if reasons:
+            self.add(UNSTABLE_BRANCH, test, "unstable", depends_on=depends_on, reasons="; ".join(reasons))
+
+    # -- statements -----------------------------------------------------------
+
+    def block(self, statements: Sequence[ast.stmt]) -> None:
+        for statement in statements:
+            self.statement(statement)
+
+    def branches(self, *bodies: Sequence[ast.stmt]) -> None:
+        """Run alternative bodies from the same state and merge what names may hold after."""
+        start = dict(self.env)
+        outcomes = []
+        for body in bodies:
+            self.env = dict(start)
+            mark = self.tracker.mark(0)
+            self.block(body)
+            if body and isinstance(body[-1], (ast.Return, ast.Raise)):
+                self.tracker.leave_reads(mark)  # `if _READY: return _REGISTRY`: no later statement follows that read
+            outcomes.append(self.env)
+        self.env = _merge_envs(outcomes)
+
+    def loop(self, body: Sequence[ast.stmt], orelse: Sequence[ast.stmt]) -> None:
+        start = dict(self.env)
+        self.block(body)
+        self.env = _merge_envs([start, self.env])
+        self.block(body)  # second pass sees what the first iteration rebound
+        self.env = _merge_envs([start, self.env])
+        self.block(orelse)
+
+    def statement(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Expr):
+            self.eval(node.value)
+        elif isinstance(node, ast.Assign):
+            value = self.eval(node.value)
+            for target in node.targets:
+                self.assign(target, value, node)
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self.assign(node.target, self.eval(node.value), node)
+        elif isinstance(node, ast.AugAssign):
+            self.augmented_assign(node)
+        elif isinstance(node, ast.Return):
+            if node.value is not None:
+                self.returns.append(self.eval(node.value))
+        elif isinstance(node, ast.If):
+            self.if_statement(node)
+        elif isinstance(node, ast.While):
+            self.branch(node.test, self.eval(node.test))
+            self.loop(node.body, node.orelse)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            iterable = self.eval(node.iter)
+            self.branch(node.iter, iterable)
+            self.assign(node.target, self.element(iterable, node.iter), node)
+            self.loop(node.body, node.orelse)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                self.eval(item.context_expr)
+                if item.optional_vars is not None:
+                    self.assign(item.optional_vars, LOCAL_VALUE, node)
+            self.block(node.body)
+        elif isinstance(node, (ast.Try, ast.TryStar)):
+            self.block(node.body)
+            handlers = []
+            for handler in node.handlers:
+                if handler.name:
+                    self.env[handler.name] = LOCAL_VALUE
+                handlers.append(handler.body)
+            self.branches(node.orelse, *handlers)
+            self.block(node.finalbody)
+        elif isinstance(node, ast.Match):
+            self.eval(node.subject)
+            self.branches(*(case.body for case in node.cases))
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript):
+                    self.mutate(self.eval(target.value), target, "`del` on an item of")
+                elif isinstance(target, ast.Attribute):
+                    self.mutate(self.eval(target.value), target, f"`del .{target.attr}` on")
+        elif isinstance(node, (ast.Raise, ast.Assert)):
+            for child in child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.eval(child)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                self.eval(decorator)
+            self.env[node.name] = Value(frozenset({LOCAL}), frozenset({self.local_function(node)}), path=node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                name = alias.asname or alias.name.partition(".")[0]
+                self.env[name] = Value(frozenset({CONST}), path=name)
+
+    def if_statement(self, node: ast.If) -> None:
+        """Both branches, unless the test is known in this context (`if use_cache:` with
+        `use_cache=False`); a guard that closes itself sets what its body writes once."""
+        mark = self.tracker.mark(len(self.effects))
+        test = self.eval(node.test)
+        tested = self.tracker.tested_since(mark)
+        truth = known_truth(node.test, self.eval_name_quietly)
+        if truth is not None:
+            self.block(node.body if truth else node.orelse)
+            return
+        bound_before = [name for name in self.env if "." not in name]
+        self.branches(node.body, node.orelse)
+        if not node.orelse and tested and self.tracker.closes(tested, mark) and not body_rebinds(node.body, bound_before):
+            # `if self.pad is None: self.pad = ...; self.pad_size = n`: the forward sets it once, the replay skips it
+            for effect in drop_guarded_writes(self.effects, mark.effects):
+                self._seen.discard(effect.key)
+            self.tracker.excuse_guarded(tested, mark)
+            return
+        if only_chooses_checkpointing(node):  # `if torch.is_grad_enabled(): ckpt(block, x) else: block(x)`
+            test = replace(test, volatile=test.volatile - {GRAD_MODE})
+        if not _is_memo_check(node):
+            self.branch(node.test, test)
+
+    def eval_name_quietly(self, name: str) -> Value | None:
+        """A local's value, for deciding a test: no reads logged, no effects."""
+        return self.env.get(name, self.closure.get(name))
+
+    def assign(self, target: ast.expr, value: Value, node: ast.AST, accumulating: bool = False) -> None:
+        if isinstance(target, ast.Name):
+            name = target.id
+            if name in self.scope.globals:
+                self.rebind(target, ("global", name), value, "global-rebind", accumulating)
+                return
+            if name in self.scope.nonlocals:
+                if self.context.closure_in_region and name in self.closure:
+                    self.closure[name] = value  # the enclosing function's frame is inside the region too
+                    return
+                self.rebind(target, ("nonlocal", name), value, "nonlocal-rebind", accumulating)
+                return
+            self.env[name] = replace(value, path=name)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            element = self.element(value, None)
+            for item in target.elts:
+                self.assign(item, element if element.types or not value.types else replace(value, types=frozenset()), node)
+        elif isinstance(target, ast.Starred):
+            self.assign(target.value, value, node)
+        elif isinstance(target, ast.Attribute):
+            base = self.eval(target.value)
+            once = isinstance(target.value, ast.Name) and f"{target.value.id}.{target.attr}" in set_once_or_restored(self.scope.node)
+            if once:  # set behind a "done" flag, saved and put back, or converted into itself: the replay leaves it as the forward did
+                self.tracker.store(state_keys(self._attribute_target(base, target.attr)), stable=True)
+            else:
+                self.store_attribute(base, target.attr, target, "assigns", value)
+            if isinstance(target.value, ast.Name):  # later reads in this function see this value
+                self.env[f"{target.value.id}.{target.attr}"] = replace(value, path=f"{target.value.id}.{target.attr}")
+        elif isinstance(target, ast.Subscript):
+            mark = self.tracker.mark(0)
+            base = self.eval(target.value)
+            self.tracker.forget_reads(mark)  # loading the container to store into it is not reading its contents
+            key = self.eval(target.slice)
+            if dotted_path(target.value) in lazy_initialised_names(self.scope.node):  # a keyed memo is filled once
+                self.tracker.store(state_keys(base), stable=True)
+            elif self._input_tensor(base):
+                self.mutate(base, target, "item assignment into", tensor=True)
+            elif self.tracker.unstable_reasons(key):
+                self.store(base, target, "stores an item in", key, what="under a key")
+            else:
+                self.store(base, target, "stores an item in", value)
+
+    def rebind(self, target: ast.Name, key: StateKey, value: Value, variant: str, accumulating: bool) -> None:
+        """`global g; g = v` or `nonlocal n; n = v`: CKP202 when the replay's rebinding differs."""
+        name = target.id
+        if key[0] == "global" and name in set_once_or_restored(self.scope.node):  # behind `if _READY: return`
+            self.tracker.store([key], stable=True)
+            return
+        if accumulating:
+            self.tracker.accumulate([key])
+            self.add(GLOBAL_STATE, target, variant, name=name)
+            return
+        subject = Value(frozenset({GLOBAL + name}), path=name)
+        self.store(subject, target, "rebinds", value, what="to a value")
+
+    def augmented_assign(self, node: ast.AugAssign) -> None:
+        value = self.eval(node.value)
+        target = node.target
+        symbol = _OPERATOR_SYMBOLS.get(type(node.op), "op") + "="
+        if isinstance(target, ast.Name):
+            name = target.id
+            if name in self.scope.globals or name in self.scope.nonlocals:
+                self.assign(target, value, node, accumulating=True)
+                return
+            current = self.eval(target)
+            self.library.augmented_tensor(self, target, node, symbol)  # CKP501: `h += b` on a saved output
+            if current.outlives_region and self._input_tensor(current):
+                self.mutate(current, target, f"in-place `{symbol}` on", tensor=True)
+                return
+            self.env[name] = current if self._input_tensor(current) else Value(volatile=current.volatile | value.volatile, path=name)
+        elif isinstance(target, ast.Attribute):
+            base = self.eval(target.value)
+            self.mutate(self._attribute_target(base, target.attr), target, f"`{symbol}` on")
+        elif isinstance(target, ast.Subscript):
+            base = self.eval(target.value)
+            self.eval(target.slice)
+            self.mutate(base, target, f"in-place `{symbol}` on an item of", tensor=self._input_tensor(base))
+
+    def _input_tensor(self, value: Value) -> bool:
+        """A tensor, or an input without a non-tensor annotation (checkpoint inputs are tensors)."""
+        if binding.TENSOR in value.types:
+            return True
+        if value.types & binding.SCALAR_TYPES:
+            return False
+        if any(isinstance(t, ContainerType) for t in value.types):
+            return False
+        return INPUT in value.origins and not value.types
+
+    # -- expressions ----------------------------------------------------------
+
+    def eval(self, node: ast.AST | None) -> Value:
+        if node is None:
+            return CONST_VALUE
+        method = getattr(self, "eval_" + type(node).__name__, None)
+        if method is not None:
+            value: Value = method(node)
+            return value
+        volatile: set[Volatility] = set()
+        for child in child_nodes(node):
+            if isinstance(child, ast.expr):
+                volatile |= self.eval(child).volatile
+        return Value(volatile=frozenset(volatile))
+
+    def eval_Constant(self, node: ast.Constant) -> Value:
+        return constant_value(node.value) or CONST_VALUE
+
+    def eval_Name(self, node: ast.Name) -> Value:
+        value = self._name_value(node)
+        if value.outlives_region and value.attribute is None and not value.global_names and value.path:
+            self.read_state(state_keys(value))  # a container passed in or closed over (`stats.get(k)`)
+        return value
+
+    def _name_value(self, node: ast.Name) -> Value:
+        name = node.id
+        if name in self.env:
+            return self.env[name]
+        if name in self.scope.nonlocals:
+            self.read_state([("nonlocal", name)])
+        if name in self.closure:
+            return self.closure[name]
+        return self.free_name(name, node)
+
+    def free_name(self, name: str, node: ast.Name) -> Value:
+        module = self.module
+        binding = module.binding(self.scope, name, node.lineno)
+        if binding is None:
+            star = module.star_target(name)
+            found = self.analysis.project.global_binding(star) if star else None
+            if found is not None:
+                other, other_binding = found
+                if other_binding.kind in (DEF, CLASSDEF):
+                    return Value(frozenset({CONST}), self.inference.binding_types(other, other_binding), path=name)
+                return self._global_object(other, other_binding.name, self.inference.binding_types(other, other_binding))
+            return Value(frozenset({CONST}), path=name)
+        if binding.scope is self.scope or binding.scope.kind == COMPREHENSION:
+            return Value(types=self.inference.binding_types(module, binding, 1), path=name)
+        if binding.scope.kind == MODULE:
+            return self.global_value(name, binding)
+        owner = self.inference.self_class(module, binding.scope, name) if binding.kind == "param" else None
+        types = frozenset({ClassType(owner.qualified_name)}) if owner else self.inference.binding_types(module, binding, 1)
+        return Value(frozenset({OUTER}), types, path=name)
+
+    def global_value(self, name: str, binding: Binding) -> Value:
+        module = self.module
+        types = self.inference.binding_types(module, binding, 1)
+        if binding.kind in (DEF, CLASSDEF):
+            return Value(frozenset({CONST}), types, path=name)
+        if binding.kind == IMPORT:
+            found = self.analysis.project.global_binding(binding.target) if binding.target else None
+            if found is not None and found[1].kind in (ASSIGN, OTHER, LOOP, UNPACK):
+                other, other_binding = found
+                return self._global_object(other, other_binding.name, types)
+            return Value(frozenset({CONST}), types, path=name)
+        return self._global_object(module, name, types)
+
+    def _global_object(self, module: ModuleSymbols, name: str, types: Types) -> Value:
+        self.read_state([("global", name)])
+        reason = self.analysis.mutability.mutable_globals(module).get(name)
+        volatile = frozenset({Volatility(f"global `{name}` ({reason})", ("global", name))}) if reason else frozenset()
+        return Value(frozenset({GLOBAL + name}), types, volatile, path=name)
+
+    def eval_Attribute(self, node: ast.Attribute) -> Value:
+        if isinstance(node.value, ast.Name):
+            stored = self.env.get(f"{node.value.id}.{node.attr}")
+            if stored is not None:
+                return stored
+        qualified = self.module.qualified_name(node, self.scope)
+        if qualified is not None and self._names_a_module_attribute(node):
+            found = self.analysis.project.global_binding(qualified)
+            if found is not None and found[1].kind in (ASSIGN, OTHER, LOOP, UNPACK):
+                types = self.inference.binding_types(found[0], found[1], 1)
+                return self._global_object(found[0], found[1].name, types)
+            return Value(frozenset({CONST}), self.inference.types(node, self.module, self.scope), path=ast.unparse(node))
+        return self.attribute_of(self.eval(node.value), node.attr)
+
+    def _names_a_module_attribute(self, node: ast.Attribute) -> bool:
+        """`np.random`, `config.FLAG`: the chain starts at an imported module, not at a value."""
+        base = node.value
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        if not isinstance(base, ast.Name) or base.id in self.env or base.id in self.closure:
+            return False
+        binding = self.module.binding(self.scope, base.id, base.lineno)
+        return binding is not None and binding.kind == IMPORT
+
+    def _attribute_target(self, base: Value, attribute: str) -> Value:
+        """`base.attribute` as something written to (whatever its type)."""
+        owners = sorted(t.name for t in base.types if isinstance(t, ClassType) and self.analysis.classes.by_name(t.name))
+        path = f"{base.path}.{attribute}" if base.path else attribute
+        if not owners:
+            return Value(base.origins, path=path)
+        self.tracker.written.update((owner, attribute) for owner in owners[1:])
+        return Value(base.origins, path=path, attribute=(owners[0], attribute))
+
+    def attribute_of(self, base: Value, attribute: str) -> Value:
+        path = f"{base.path}.{attribute}" if base.path else attribute
+        if attribute == "device":
+            own = self.library.own_device(self, base, path)
+            if own is not None:
+                return own
+        if attribute in ("shape", "dtype", "ndim", "is_cuda", "requires_grad", "training"):
+            return Value(frozenset({CONST}), path=path)
+        if not base.outlives_region:
+            return Value(base.origins, volatile=base.volatile, path=path)
+        owners = [(t.name, attribute) for t in ordered(base.types) if isinstance(t, ClassType) and self.analysis.classes.by_name(t.name)]
+        self.read_state(owners or [("path", path)])
+        types: set[Type] = set()
+        # which object `base` is may change; what a branch reads is the attribute's own value,
+        # so only the attribute's mutability counts (`self.dispatcher.routing_map`)
+        volatile: set[Volatility] = set()
+        owner: tuple[str, str] | None = None
+        for item in ordered(base.types):
+            if isinstance(item, ClassType):
+                types.update(self.inference.instance_attribute_types(item, attribute))
+                info = self.analysis.classes.by_name(item.name)
+                if info is None:
+                    continue
+                owner = (info.qualified_name, attribute)
+                reason = self.analysis.mutability.mutable_attributes(info).get(attribute)
+                if reason is not None:
+                    volatile.add(Volatility(f"`{path}` ({reason})", (info.qualified_name, attribute)))
+        return Value(base.origins, frozenset(types), frozenset(volatile), path, owner)
+
+    def eval_Subscript(self, node: ast.Subscript) -> Value:
+        base = self.eval(node.value)
+        index = self.eval(node.slice)
+        types = base.types if isinstance(node.slice, ast.Slice) else element_types(base.types)
+        return Value(base.origins, types, base.volatile | index.volatile, f"{base.path}[...]", base.attribute)
+
+    def eval_BinOp(self, node: ast.BinOp) -> Value:
+        left, right = self.eval(node.left), self.eval(node.right)
+        return Value(volatile=left.volatile | right.volatile)
+
+    def eval_UnaryOp(self, node: ast.UnaryOp) -> Value:
+        return Value(volatile=self.eval(node.operand).volatile)
+
+    def eval_Compare(self, node: ast.Compare) -> Value:
+        volatile = self.eval(node.left).volatile
+        for comparator in node.comparators:
+            volatile |= self.eval(comparator).volatile
+        return Value(volatile=volatile)
+
+    def eval_BoolOp(self, node: ast.BoolOp) -> Value:
+        return merge([self.eval(value) for value in node.values])
+
+    def eval_IfExp(self, node: ast.IfExp) -> Value:
+        self.branch(node.test, self.eval(node.test))
+        return merge([self.eval(node.body), self.eval(node.orelse)])
+
+    def eval_NamedExpr(self, node: ast.NamedExpr) -> Value:
+        value = self.eval(node.value)
+        self.assign(node.target, value, node)
+        return value
+
+    def eval_Lambda(self, node: ast.Lambda) -> Value:
+        return Value(frozenset({LOCAL}), frozenset({self.local_function(node)}), path="<lambda>")
+
+    def eval_Starred(self, node: ast.Starred) -> Value:
+        return self.eval(node.value)
+
+    def _literal(self, elements: Iterable[ast.AST | None], kind: str) -> Value:
+        types: set[Type] = set()
+        volatile: set[Volatility] = set()
+        for element in elements:
+            value = self.eval(element)
+            volatile |= value.volatile
+            types.update(element_types(value.types) if isinstance(element, ast.Starred) else value.types)
+        return Value(types=frozenset({ContainerType(kind, frozenset(types))}), volatile=frozenset(volatile))
+
+    def eval_List(self, node: ast.List) -> Value:
+        return self._literal(node.elts, torch_api.SEQUENCE)
+
+    def eval_Tuple(self, node: ast.Tuple) -> Value:
+        return self._literal(node.elts, torch_api.SEQUENCE)
+
+    def eval_Set(self, node: ast.Set) -> Value:
+        return self._literal(node.elts, torch_api.SEQUENCE)
+
+    def eval_Dict(self, node: ast.Dict) -> Value:
+        for key in node.keys:
+            self.eval(key)
+        return self._literal(node.values, torch_api.MAPPING)
+
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp, elements: list[ast.expr], kind: str) -> Value:
+        saved = dict(self.env)
+        for generator in node.generators:
+            iterable = self.eval(generator.iter)
+            self.assign(generator.target, self.element(iterable, generator.iter), node)
+            for condition in generator.ifs:
+                self.eval(condition)
+        types: set[Type] = set()
+        for element in elements:
+            types.update(self.eval(element).types)
+        self.env = saved
+        return Value(types=frozenset({ContainerType(kind, frozenset(types))}))
+
+    def eval_ListComp(self, node: ast.ListComp) -> Value:
+        return self._comprehension(node, [node.elt], torch_api.SEQUENCE)
+
+    def eval_SetComp(self, node: ast.SetComp) -> Value:
+        return self._comprehension(node, [node.elt], torch_api.SEQUENCE)
+
+    def eval_GeneratorExp(self, node: ast.GeneratorExp) -> Value:
+        return self._comprehension(node, [node.elt], torch_api.SEQUENCE)
+
+    def eval_DictComp(self, node: ast.DictComp) -> Value:
+        return self._comprehension(node, [node.key, node.value], torch_api.MAPPING)
+
+    def element(self, iterable: Value, node: ast.AST | None) -> Value:
+        """What iterating over or unpacking `iterable` gives: the same ownership, element types."""
+        if isinstance(node, ast.Call):
+            name = self.module.qualified_name(node.func, self.scope)
+            if name in ("builtins.range", "builtins.len"):
+                return Value(volatile=iterable.volatile)
+        return Value(iterable.origins, element_types(iterable.types), iterable.volatile, f"{iterable.path}[...]", iterable.attribute)
+
+    def local_function(self, node: ast.AST) -> FunctionType:
+        """A function defined in the region: it sees the current values of the names it uses."""
+        scope = self.module.scope_of[id(node)]
+        used = {n.id for n in walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} | scope.nonlocals
+        free = {name: value for name, value in self.closure.items() if name in used and name not in scope.bindings}
+        free.update((name, value) for name, value in self.env.items() if name in used and name not in scope.bindings)
+        function = self.inference.function(self.module, scope, bound=sorted(free.items(), key=lambda item: item[0]))
+        return replace(function, defined_in_region=True)
+
+    # -- calls ----------------------------------------------------------------
+
+    def eval_Call(self, node: ast.Call) -> Value:
+        func = node.func
+        arguments = [self.eval(a) for a in node.args]
+        keywords = {k.arg: self.eval(k.value) for k in node.keywords if k.arg is not None}
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                self.eval(keyword.value)
+        name = self._callee_name(func)
+        if name is not None:
+            known = self.library.function(self, name, node, arguments, keywords)
+            if known is not None:
+                return known
+        if isinstance(func, ast.Attribute):
+            if _is_super_call(func.value, self.module, self.scope):
+                return self.super_call(func.attr, node, arguments, keywords)
+            if self._names_a_module_attribute(func):  # `ops.scale(x)` after `from . import ops`
+                callee = self.eval(func)
+                if any(isinstance(item, (FunctionType, ClassObjectType, ClassType)) for item in callee.types):
+                    return self.invoke(callee, node, arguments, keywords)
+            receiver = self.eval(func.value)
+            return self.method_call(receiver, func.attr, node, arguments, keywords)
+        return self.invoke(self.eval(func), node, arguments, keywords)
+
+    def _callee_name(self, func: ast.expr) -> str | None:
+        base = func
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        if isinstance(base, ast.Name) and (base.id in self.env or base.id in self.closure):
+            return None
+        name = self.module.qualified_name(func, self.scope)
+        return None if name is None else self.analysis.project.canonical_name(name)
+
+    def method_call(self, receiver: Value, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
+        known = self.library.method(self, receiver, method, node)
+        if known is not None:
+            return known
+        text = f"{receiver.path}.{method}" if receiver.path else method
+        results = self.bound_methods(receiver, method, node, arguments, keywords)
+        if results is not None:
+            return results
+        attribute = self.attribute_of(receiver, method)
+        if any(isinstance(t, (ClassType, FunctionType, ContainerType)) for t in attribute.types):
+            return self.invoke(attribute, node, arguments, keywords)  # `self.block(x)`: a module attribute
+        if method in MODULE_METHODS:  # `self.children()`, `self.blocks.values()`, `block.train()`
+            types = self.inference.module_method_types(method, receiver.types, node.args[0] if node.args else None)
+            if types is not None:
+                return Value(receiver.origins, types, receiver.volatile, f"{text}()", receiver.attribute)
+        if method in torch_api.ALIASING_METHODS:
+            types = element_types(receiver.types) if method in ("get", "setdefault", "values", "__getitem__") else receiver.types
+            return Value(receiver.origins, types, receiver.volatile, f"{text}()", receiver.attribute)
+        return Value(volatile=receiver.volatile)
+
+    def bound_methods(self, receiver: Value, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
+        """Calls of project methods on a receiver of known class (`self.helper(x)`, `block.forward(x)`)."""
+        results: list[Value] = []
+        for item in ordered(receiver.types):
+            if isinstance(item, ClassType):
+                info = self.analysis.classes.by_name(item.name)
+                if info is None:
+                    continue
+                instance = replace(receiver, types=frozenset({item}))  # `self` is this class in its method
+                if method in ("forward", "__call__"):
+                    results.append(self.call_module(instance, item, node, arguments, keywords))
+                    continue
+                found = self.analysis.classes.find_method(info, method)
+                if found is not None:
+                    owner, scope = found
+                    function = self.inference.function(owner.module, scope, instance)
+                    results.append(self.call_function(function, node, arguments, keywords))
+            elif isinstance(item, FunctionType) and method == "__call__":
+                results.append(self.call_function(item, node, arguments, keywords))
+        return merge(results) if results else None
+
+    def super_call(self, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
+        """`super().forward(x)`: the next definition in the method resolution order."""
+        owner_scope = self.scope.parent
+        receiver = self.env.get(self.scope.first_parameter() or "", None)
+        if owner_scope is None or owner_scope.kind != "class" or receiver is None:
+            return LOCAL_VALUE
+        classes = self.analysis.classes
+        owner = classes.info(self.module, owner_scope)
+        for ancestor in classes.ancestors(owner):
+            if isinstance(ancestor, str):
+                if method == "forward":
+                    self.library.torch_super_forward(self, node, receiver.path or "self", ancestor)
+                continue
+            scope = ancestor.method(method)
+            if scope is not None:
+                function = self.inference.function(ancestor.module, scope, receiver)
+                return self.call_function(function, node, arguments, keywords)
+        return LOCAL_VALUE
+
+    def invoke(self, callee: Value, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
+        results: list[Value] = []
+        for item in ordered(callee.types):
+            if isinstance(item, FunctionType):
+                results.append(self.call_function(item, node, arguments, keywords))
+            elif isinstance(item, ClassType):
+                results.append(self.call_module(replace(callee, types=frozenset({item})), item, node, arguments, keywords))
+            elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
+                for element in ordered(item.elements):
+                    element_value = Value(callee.origins, frozenset({element}), path=f"{callee.path}[...]")
+                    results.append(self.invoke(element_value, node, arguments, keywords))
+            elif isinstance(item, ClassObjectType):
+                results.append(Value(types=self.inference.instance_types(item.name, node, self.module, self.scope, 0)))
+        return merge(results) if results else LOCAL_VALUE
+
+    def call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
+        """Calling an `nn.Module` instance runs its forward."""
+        if item.built_by:  # its class came from a builder's unknown key: what it does is noted so
+            start = len(self.effects)
+            try:
+                return self._call_module(module_value, item, node, arguments, keywords)
+            finally:
+                note = approximation_note(module_value.path or ast.unparse(node.func), item.built_by)
+                self.effects[start:] = [with_note(effect, note) for effect in self.effects[start:]]
+        return self._call_module(module_value, item, node, arguments, keywords)
+
+    def _call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
+        if self.library.module_call(self, module_value.path or ast.unparse(node.func), item, node):
+            return LOCAL_VALUE
+        info = self.analysis.classes.by_name(item.name)
+        if info is None:
+            return LOCAL_VALUE
+        view = self.inference.construction.container_view(self.inference, item, None, None, None, 0)
+        receiver = module_value.renamed("self") if view is None else module_value.with_types({item, view}).renamed("self")
+        for method in ("forward", "__call__"):
+            found = self.analysis.classes.find_method(info, method)
+            if found is not None:
+                owner, scope = found
+                function = self.inference.function(owner.module, scope, receiver)
+                return self.call_function(function, node, arguments, keywords)
+        if view is not None and view.kind == torch_api.SEQUENTIAL:  # an nn.Sequential subclass runs what it registered
+            return self.invoke(Value(module_value.origins, frozenset({view}), path=module_value.path), node, arguments, keywords)
+        self.library.inherited_forward(self, node, [a for a in self.analysis.classes.ancestors(info) if isinstance(a, str)], item.short)
+        return LOCAL_VALUE
+
+    def call_function(self, function: FunctionType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
+        module: ModuleSymbols = function.module  # type: ignore[assignment]  # project functions carry the module that defines them
+        scope = module.scope_of.get(id(function.node)) if module is not None else None
+        if scope is None:
+            return LOCAL_VALUE
+        context = binding.call_context(function, scope, node, arguments, keywords)
+        if context is None:  # the call cannot bind to this callee: it is not the one called
+            return LOCAL_VALUE
+        summary = self.analysis.summary(module, scope, context)
+        into_library = module.library and not self.module.library  # reported at this line (analysis/regions/libraries.py)
+        inference_call: bool | None = None  # whether this call runs in eval mode only, once asked
+        for effect in summary.effects:
+            if effect.kind == NONDETERMINISTIC_OP:
+                inference_call = self.inference_only(node) if inference_call is None else inference_call
+                if inference_call:
+                    continue  # an eval-mode call: no backward differentiates what it decides (CKP504)
+            effect = replace(effect, chain=(function.name, *effect.chain))
+            self.record(reached_at(effect, self.module, node) if into_library else effect)
+        for effect in self.tracker.merge_callee(summary, function.name):  # stores of state this run read first
+            self.record(reached_at(effect, self.module, node) if into_library else effect)
+        return summary.returns
+
+
+_OPERATOR_SYMBOLS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+    ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
+}  # fmt: skip
+
+
+def _is_memo_check(node: ast.If) -> bool:
+    """`if key not in cache: cache[key] = ...`: either way the code after reads the same value."""
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.In, ast.NotIn))):
+        return False
+    container = dotted_path(test.comparators[0])
+    return container is not None and any(
+        isinstance(target, ast.Subscript) and dotted_path(target.value) == container
+        for statement in node.body
+        for child in walk(statement)
+        if isinstance(child, ast.Assign)
+        for target in child.targets
+    )
+
+
+def _merge_envs(envs: list[dict[str, Value]]) -> dict[str, Value]:
+    names: dict[str, list[Value]] = {}
+    for env in envs:
+        for name, value in env.items():
+            names.setdefault(name, []).append(value)
+    return {name: merge(values) for name, values in names.items()}
+
+
+def _is_super_call(expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "super"

@@ -1,0 +1,189 @@
+"""Which writes a replay repeats with a different effect: the hazard principle, as bookkeeping.
+
+A replay re-runs the region's writes. Accumulating writes (`append`, `+=`, `pop`, in-place
+ops) add to what the forward did; a plain store (`self.x = v`, `d[k] = v`, `global g; g = v`)
+puts back the value the forward put there, so it changes nothing unless the region read that
+state before writing it in the same run (the replay reads the forward's write), or the value
+depends on something that differs between forward and replay (a Python or NumPy draw, the
+clock, state changed elsewhere). `WriteTracker` keeps, for one run of one function, what it
+read and wrote of state that outlives the region, in order, so the interpreter can tell the
+two apart, and so a guard that closes itself (`if self.pad is None: self.pad = ...`) can
+excuse what it sets once.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, replace
+from typing import Iterable, Sequence
+
+from ckptlint.analysis.regions.summary import GLOBAL_STATE, OUTER_STATE, TENSOR_STATE, Effect, PendingStore, StateKey, Summary
+from ckptlint.analysis.semantics.values import GRAD_MODE, ClassType, Value, Volatility
+from ckptlint.syntax import walk
+
+WRITE_KINDS = frozenset({GLOBAL_STATE, OUTER_STATE, TENSOR_STATE})
+
+
+def state_keys(value: Value) -> frozenset[StateKey]:
+    """The names a store or read of `value` is tracked under: its class attribute(s), a
+    module-level name, or (for objects of unknown class) the path the code uses."""
+    keys: set[StateKey] = set()
+    if value.attribute is not None:
+        keys.add(value.attribute)
+        _, name = value.attribute
+        keys.update((t.name, name) for t in value.types if isinstance(t, ClassType))
+    elif value.path and "." not in value.path and "[" not in value.path:
+        keys.update(("global", name) for name in value.global_names if name == value.path)
+    if not keys and value.path:
+        keys.add(("path", value.path))
+    return frozenset(keys)
+
+
+@dataclass
+class GuardMark:
+    """Where the logs stood when an `if` began: what its test read and its body did come after."""
+
+    reads: int
+    writes: int
+    effects: int
+    pending: int
+    read_first: frozenset[StateKey]
+
+
+class WriteTracker:
+    """Reads and writes of outliving state in one run of one function (callees merged in)."""
+
+    def __init__(self) -> None:
+        self.written: set[StateKey] = set()
+        self.settled: set[StateKey] = set()  # last written by a plain store the replay repeats identically
+        self.accumulated: set[StateKey] = set()  # added to or changed in place (not only stored)
+        self.read_first: set[StateKey] = set()  # read before this run wrote it
+        self.exit_reads: set[StateKey] = set()  # read first on a path that returned
+        self.pending: list[PendingStore] = []  # plain stores: hazards only where a caller read the state first
+        self.reads: list[StateKey] = []  # every read, in order
+        self.writes: list[tuple[StateKey, bool]] = []  # every write, in order: (state, a plain store?)
+
+    # -- reads and writes -------------------------------------------------------
+
+    def read(self, keys: Iterable[StateKey]) -> None:
+        for key in keys:
+            self.reads.append(key)
+            if key not in self.written:
+                self.read_first.add(key)
+
+    def accumulate(self, keys: Iterable[StateKey]) -> None:
+        """`append`, `+=`, in-place ops: the replay adds to the forward's result. On state
+        this run stored plainly first (`self.n = 0; self.n += 1`) the result is still fixed."""
+        for key in keys:
+            self.written.add(key)
+            self.accumulated.add(key)
+            self.writes.append((key, False))
+
+    def store(self, keys: Iterable[StateKey], stable: bool) -> None:
+        for key in keys:
+            self.written.add(key)
+            self.writes.append((key, True))
+            if stable:
+                self.settled.add(key)
+            else:
+                self.settled.discard(key)
+
+    def read_before_written(self, keys: frozenset[StateKey]) -> bool:
+        """This store is the run's first write of state it read before (later stores follow it)."""
+        return bool((keys - self.written) & self.read_first)
+
+    def first_write(self, keys: frozenset[StateKey]) -> bool:
+        return not keys & self.written
+
+    def unstable_reasons(self, value: Value) -> list[Volatility]:
+        """Why a stored value may differ in the replay: draws, the clock, state changed
+        elsewhere; not grad mode (a value, not a path), not state this run wrote before (a
+        write the replay repeats identically, or one already reported)."""
+        return sorted(
+            reason
+            for reason in value.volatile
+            if reason != GRAD_MODE and not (reason.state is not None and reason.state in self.written)
+        )
+
+    # -- calls --------------------------------------------------------------------
+
+    def merge_callee(self, summary: Summary, name: str) -> list[Effect]:
+        """Fold a callee's reads and writes into this run; returns the callee's pending stores
+        that are hazards here (this run read that state before calling), reached through `name`."""
+        chained = [with_chain(store, name) for store in summary.pending if not store.keys & self.written]
+        hazards = [store.effect for store in chained if store.keys & self.read_first]
+        self.pending.extend(store for store in chained if not store.keys & self.read_first)
+        for key in summary.reads:
+            self.reads.append(key)
+            if key not in self.written:
+                self.read_first.add(key)
+        self.accumulated |= summary.accumulated
+        for key in sorted(summary.writes):
+            stable = key in summary.settled or key in self.settled  # accumulating onto a settled value stays fixed
+            self.written.add(key)
+            self.writes.append((key, key not in summary.accumulated))
+            if stable:
+                self.settled.add(key)
+            else:
+                self.settled.discard(key)
+        return hazards
+
+    # -- guards that close themselves ---------------------------------------------
+
+    def mark(self, effects: int) -> GuardMark:
+        return GuardMark(len(self.reads), len(self.writes), effects, len(self.pending), frozenset(self.read_first))
+
+    def tested_since(self, mark: GuardMark) -> frozenset[StateKey]:
+        return frozenset(self.reads[mark.reads :])
+
+    def leave_reads(self, mark: GuardMark) -> None:
+        """Reads on a path that returns since `mark` precede no later write of this function;
+        a caller still sees them (they happen before whatever it does next)."""
+        left = self.read_first - mark.read_first
+        self.read_first -= left
+        self.exit_reads |= left
+
+    def forget_reads(self, mark: GuardMark) -> None:
+        """Undo the reads logged since `mark` (loading a container only to store into it)."""
+        del self.reads[mark.reads :]
+        self.read_first &= mark.read_first
+
+    def closes(self, tested: frozenset[StateKey], mark: GuardMark) -> bool:
+        """The body stores (plainly) some state its test read and accumulates none of it:
+        `if self.pad is None: self.pad = ...`, `if n > self.cached: self._build(n)`."""
+        body_writes = self.writes[mark.writes :]
+        stored = {key for key, plain in body_writes if plain}
+        accumulated = {key for key, plain in body_writes if not plain}
+        return bool(tested & stored) and not tested & accumulated
+
+    def excuse_guarded(self, tested: frozenset[StateKey], mark: GuardMark) -> None:
+        """What a closing guard's body wrote, the forward wrote once and the replay skips:
+        its pending stores go, its writes are settled, and the test's read is no hazard."""
+        del self.pending[mark.pending :]
+        self.read_first -= tested - mark.read_first
+        for key, _ in self.writes[mark.writes :]:
+            self.settled.add(key)
+
+
+def drop_guarded_writes(effects: list[Effect], start: int) -> list[Effect]:
+    """The write effects recorded since `start` (a closing guard's body): removed from `effects`."""
+    dropped = [effect for effect in effects[start:] if effect.kind in WRITE_KINDS]
+    effects[start:] = [effect for effect in effects[start:] if effect.kind not in WRITE_KINDS]
+    return dropped
+
+
+def body_rebinds(body: Sequence[ast.stmt], bound_before: Iterable[str]) -> bool:
+    """Whether a guard body changes what the code after it sees other than through the state
+    it initialises: rebinding a name bound before, or leaving early (`return`, `break`)."""
+    before = set(bound_before)
+    for statement in body:
+        for node in walk(statement):
+            if isinstance(node, (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Raise)):
+                return True
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in before:
+                return True
+    return False
+
+
+def with_chain(store: PendingStore, name: str) -> PendingStore:
+    return replace(store, effect=replace(store.effect, chain=(name, *store.effect.chain)))

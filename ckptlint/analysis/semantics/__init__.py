@@ -1,0 +1,14 @@
+"""What an expression is across the project: types and abstract values.
+
+- `protocol.py`: the evaluator's interface, which its plugins take instead of the evaluator.
+- `values.py`: abstract values (where an object comes from, what it is).
+- `evaluator.py`: `TypeInference`, types of expressions from the bindings that produce them.
+- `modules.py`: how model code builds its modules beyond `self.x = Block()`.
+- `module_structure.py`: what an `nn.Module` holds and calls: children, submodules, methods.
+- `zoo.py`: what builders, registries and configurations choose to build.
+- `registries.py`: literal keys, config dicts and registries of model zoos.
+- `config_fields.py`: name fields of configuration dataclasses.
+- `call_sites.py`: what a parameter receives from its module's calls.
+- `method_callers.py`: who calls a method, and with what.
+- `known_truth.py`: tests whose outcome is known in an analysis context.
+"""

@@ -1,0 +1,135 @@
+"""How model zoos choose the class they build: literal keys, config dicts, registries.
+
+`build_norm_layer(dict(type='GN'), c)` looks `'GN'` up in `{'BN': nn.BatchNorm2d, ...}`;
+`MODELS.build(dict(type='Block'))` looks it up among the classes decorated with
+`@MODELS.register_module()`; `getattr(nn, 'LayerNorm')` names a class by a string. With a
+literal key the lookup gives exactly that class (a literal `'GN'` is never BatchNorm);
+with an unknown key it gives every class the mapping holds, marked with the builder that
+over-approximated (`built_by`) so a finding can say so. Inference (inference.py) asks
+these questions; this module only knows the shapes.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from typing import Callable, Iterable
+
+from ckptlint.analysis.semantics.values import ClassObjectType, ClassType, FunctionType, KeyedType, LiteralType, Type, Types, element_types
+from ckptlint.symbols import ModuleSymbols, Scope
+
+MAX_LITERAL = 64  # longer strings are text, not keys
+# what a dict-like config does with a method: `cfg.get('type')`, `cfg.pop('type')`, `cfg.copy()`
+KEYED_METHODS = frozenset({"get", "pop", "copy", "setdefault"})
+# string methods a key goes through on its way to a lookup (`name.lower()`)
+LITERAL_METHODS: dict[str, Callable[[str], str]] = {"lower": str.lower, "upper": str.upper, "strip": str.strip, "casefold": str.casefold}
+# how a registry object is asked for a class: `MODELS.build(cfg)`, `MODELS.get('name')`
+REGISTRY_METHODS = frozenset({"build", "get", "get_module", "build_from_cfg"})
+REGISTER_METHODS = frozenset({"register_module", "register"})
+STRING_METHODS = LITERAL_METHODS.keys() | {"replace"}
+ALL_METHODS = KEYED_METHODS | STRING_METHODS | REGISTRY_METHODS
+# the key a string method gives on a value that is never a string (`norm_layer.lower()` where
+# `norm_layer` is `nn.LayerNorm`): that branch does not run for the value, so it selects nothing
+NO_KEY: Types = frozenset({LiteralType("\0")})
+# types a constructor or builder argument can carry that choose what gets built
+CHOICE_TYPES = (LiteralType, KeyedType, ClassObjectType)
+
+
+def literal(value: object) -> Types:
+    """A short string constant is a possible key; anything else is not."""
+    if isinstance(value, str) and len(value) <= MAX_LITERAL:
+        return frozenset({LiteralType(value)})
+    return frozenset()
+
+
+def keys(types: Types) -> frozenset[str] | None:
+    """The strings a key can be, or None when any of its values is unknown."""
+    if not types or not all(isinstance(t, LiteralType) for t in types):
+        return None
+    return frozenset(t.value for t in types if isinstance(t, LiteralType))
+
+
+def keyed(pairs: Iterable[tuple[str, Types]]) -> KeyedType:
+    return KeyedType(tuple(sorted(pairs, key=lambda pair: pair[0])))
+
+
+def lookup(base: Types, key: Types, builder: str) -> Types:
+    """`base[key]`: a known key picks its entry; an unknown one every entry, marked `built_by`."""
+    known = keys(key)
+    mappings = [t for t in base if isinstance(t, KeyedType)]
+    if known is not None and mappings:
+        found: set[Type] = set()
+        for mapping in mappings:
+            for name in known:
+                found.update(mapping.get(name))
+        return frozenset(found)
+    everything = element_types(base) | frozenset(t for m in mappings for _, types in m.items for t in types)
+    return over_approximated(everything, builder)
+
+
+def over_approximated(types: Types, builder: str) -> Types:
+    """Classes an unknown key could select, each marked with who selected it (when several)."""
+    classes = [t for t in types if isinstance(t, (ClassObjectType, ClassType))]
+    if len({t.name for t in classes}) < 2 or not builder:
+        return types
+    return frozenset(replace(t, built_by=t.built_by or builder) if isinstance(t, (ClassObjectType, ClassType)) else t for t in types)
+
+
+def string_method(types: Types, method: str) -> Types:
+    """`name.lower()` on literal keys."""
+    transform = LITERAL_METHODS[method]
+    return frozenset(LiteralType(transform(t.value)) for t in types if isinstance(t, LiteralType))
+
+
+def string_method_call(types: Types, method: str, arguments: list[ast.expr]) -> Types | None:
+    """`name.lower()`, `name.replace('_', '')` on literal keys; NO_KEY on a class or function,
+    which is never a string; None when the value may be a string no literal gives."""
+    if any(isinstance(t, LiteralType) for t in types):
+        if method != "replace":
+            return string_method(types, method)
+        old_new = [a.value for a in arguments if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if len(old_new) != 2 or len(arguments) != 2:
+            return None
+        return frozenset(LiteralType(t.value.replace(old_new[0], old_new[1])) for t in types if isinstance(t, LiteralType))
+    if types and all(isinstance(t, (ClassObjectType, FunctionType)) for t in types):
+        return NO_KEY
+    return None
+
+
+def is_choice(types: Types) -> bool:
+    """Whether an argument's types can choose what a builder builds."""
+    return any(isinstance(t, CHOICE_TYPES) for t in types)
+
+
+def choices(types: Types) -> Types:
+    return frozenset(t for t in types if isinstance(t, CHOICE_TYPES))
+
+
+def registrations(module: ModuleSymbols) -> list[tuple[ast.expr, Scope, str, ast.ClassDef]]:
+    """`@REG.register_module()` classes of a module: (the registry expression, the scope it is
+    evaluated in, the key, the class). The key is the decorator's `name=` (or first positional
+    string), else the class's own name.
+    """
+    found: list[tuple[ast.expr, Scope, str, ast.ClassDef]] = []
+    for node, scope in module.classes:
+        for decorator in node.decorator_list:
+            call = decorator if isinstance(decorator, ast.Call) else None
+            func = call.func if call is not None else decorator
+            if not (isinstance(func, ast.Attribute) and func.attr in REGISTER_METHODS):
+                continue
+            name = node.name
+            if call is not None:
+                given = next((k.value for k in call.keywords if k.arg in ("name", "module_name")), None)
+                if given is None and call.args:
+                    given = call.args[0]
+                if isinstance(given, ast.Constant) and isinstance(given.value, str):
+                    name = given.value
+            found.append((func.value, scope, name, node))
+    return found
+
+
+def builder_name(scope_name: str, fallback: str) -> str:
+    """Who over-approximated: the function doing the lookup, or the mapping when it is an `__init__`."""
+    if not scope_name or scope_name.rpartition(".")[2] in ("__init__", "<module>", "<lambda>"):
+        return fallback
+    return scope_name
