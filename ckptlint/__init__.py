@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ckptlint.version import __version__
 __all__ = ["Config", "Finding", "LintResult", "Linter", "__version__", "lint_source"]
 
 _PUBLIC = {

@@ -15,7 +15,7 @@ from typing import Any, Callable, NoReturn, Sequence
 
 import click
 
-from ckptlint import __version__
+from ckptlint.version import __version__
 from ckptlint.config import ConfigError, interpreter_path, parse_codes
 from ckptlint.frontend import ProjectRoot, cache_directory_for, choose_project_root, linter_for, resolve_config, scope_warning
 from ckptlint.result import LintResult, PathProblem, Scope

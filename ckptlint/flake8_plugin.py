@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from ckptlint import __version__
+from ckptlint.version import __version__
 
 if TYPE_CHECKING:
     from ckptlint.config import Config

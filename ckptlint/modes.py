@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ckptlint.catalogue import (
     BUILTIN_APIS,
@@ -41,8 +41,32 @@ from ckptlint.catalogue import (
 )
 from ckptlint.versions import LibraryVersion, Versions
 
-if TYPE_CHECKING:
-    from ckptlint.calls import BoundArguments, CheckpointCall
+
+class CallArguments(Protocol):
+    """What the mode reads of a call's arguments (calls.py's CallArguments), so modes.py need not import calls.py."""
+
+    def get(self, position: int | None, keyword: str | None) -> ast.expr | None: ...
+
+    def may_carry(self, position: int | None, keyword: str) -> bool: ...
+
+
+class ModedCall(Protocol):
+    """What the mode reads of a checkpoint call (calls.py's CheckpointCall), so modes.py need not import calls.py."""
+
+    @property
+    def api(self) -> CheckpointAPI: ...
+
+    @property
+    def arguments(self) -> CallArguments: ...
+
+    @property
+    def wrapper_arguments(self) -> CallArguments | None: ...
+
+    @property
+    def owner(self) -> str | None: ...
+
+    @property
+    def versions(self) -> Versions: ...
 
 
 @dataclass(frozen=True)
@@ -65,20 +89,20 @@ class CallMode:
         return f"{self.name}: {self.source}"
 
 
-def call_mode(call: CheckpointCall) -> CallMode:
+def call_mode(call: ModedCall) -> CallMode:
     """The mode of `call` with the versions it was found with (`call.versions`)."""
     return mode_of(call.api, call.arguments, call.wrapper_arguments, call.owner, call.versions)
 
 
-def is_reentrant(call: CheckpointCall) -> bool | None:
+def is_reentrant(call: ModedCall) -> bool | None:
     """Whether the call replays reentrantly; None when run-time values decide."""
     return call_mode(call).reentrant
 
 
 def mode_of(
     api: CheckpointAPI,
-    arguments: BoundArguments,
-    wrapper_arguments: BoundArguments | None,
+    arguments: CallArguments,
+    wrapper_arguments: CallArguments | None,
     owner: str | None,
     versions: Versions,
 ) -> CallMode:
@@ -110,7 +134,7 @@ def mode_of(
     return CallMode(None, "mode not configured (checkpoint-functions)")
 
 
-def use_reentrant_flag(api: CheckpointAPI, arguments: BoundArguments) -> str:
+def use_reentrant_flag(api: CheckpointAPI, arguments: CallArguments) -> str:
     """How `use_reentrant` is given: omitted, none, true, false or dynamic."""
     position = api.use_reentrant_position
     value = arguments.get(position, "use_reentrant")
@@ -126,7 +150,7 @@ def use_reentrant_flag(api: CheckpointAPI, arguments: BoundArguments) -> str:
     return DYNAMIC
 
 
-def _impl_mode(api: CheckpointAPI, arguments: BoundArguments, wrapper_arguments: BoundArguments | None) -> CallMode:
+def _impl_mode(api: CheckpointAPI, arguments: CallArguments, wrapper_arguments: CallArguments | None) -> CallMode:
     """torch's checkpoint_wrapper: `checkpoint_impl=CheckpointImpl.X`, NO_REENTRANT by default."""
     given = wrapper_arguments if api.region_kind == MODEL else arguments
     if given is None:

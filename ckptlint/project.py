@@ -168,6 +168,7 @@ class Project:
         self._global: dict[str, tuple[ModuleSymbols, Binding] | None] = {}
         self._canonical: dict[str, str] = {}
         self._targets: dict[Path, tuple[Path, ...]] = {}  # a module's file -> the files its imports load
+        self._consulted: dict[str, str] = {}  # modules read beside the analysed one (path -> digest)
         for root in roots:
             self.add_root(root)
 
@@ -198,6 +199,34 @@ class Project:
         self._global.clear()
         self._canonical.clear()
         self._targets.clear()
+
+    # -- reading beside the analysed file ----------------------------------------
+    # Analyses never read files themselves: they ask here, and record here what they read
+    # beside the file they analyse, which becomes that file's dependencies in the cache.
+
+    def file_words(self, path: str) -> frozenset[bytes]:
+        """The words of a file (an editor's unsaved text first), as bytes; OSError when unreadable."""
+        return file_words(path, self.overlays)
+
+    def file_bytes(self, path: Path) -> bytes:
+        """A file's bytes as they are on disk; OSError when unreadable."""
+        return path.read_bytes()
+
+    def module_files(self, directory: str) -> list[str]:
+        """The `.py` files of a directory but `__init__.py`, by name, sorted; none when it cannot be listed."""
+        try:
+            return sorted(entry for entry in os.listdir(directory) if entry.endswith(".py") and entry != "__init__.py")
+        except OSError:
+            return []
+
+    def consult(self, consulted: dict[str, str]) -> None:
+        """Record modules an analysis read beside the analysed one (path -> digest)."""
+        self._consulted.update(consulted)
+
+    def take_consulted(self) -> dict[str, str]:
+        """The modules recorded by `consult` since the last call."""
+        consulted, self._consulted = self._consulted, {}
+        return consulted
 
     # -- loading --------------------------------------------------------------
 

@@ -14,8 +14,8 @@ import builtins
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from ckptlint.syntax import append_children
 from ckptlint.source import SourceFile
+from ckptlint.syntax import append_children
 
 if TYPE_CHECKING:
     from ckptlint.prefilter import Names
@@ -493,3 +493,8 @@ class _ScopeBuilder:
             everything.append(args.kwarg)
         for arg in everything:
             scope.bind(Binding(arg.arg, PARAM, arg, scope, value=arg.annotation))
+
+
+def display_name(scope: Scope) -> str:
+    """`Block.forward`, `create_custom_forward.custom_forward`, `<lambda>`."""
+    return scope.qualname.replace("<locals>.", "") or "<module>"

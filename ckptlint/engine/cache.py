@@ -34,7 +34,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from ckptlint import __version__
+from ckptlint.version import __version__
 from ckptlint.finding import Finding
 from ckptlint.catalogue import COMPOSITION_WORDS
 from ckptlint.prefilter import Names

@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from ckptlint.engine.cache import Cache, CacheEntry, Index, ModuleEdges, cache_key
 from ckptlint.engine.parallel import Workers
 from ckptlint.engine.reuse import Reuse
+from ckptlint.engine.run_inputs import RunInputs
 from ckptlint.engine.schedule import Headers, Schedule, by_package, class_headers, predicted_classes
 from ckptlint.engine.worker import ISSUES_URL, Outcome
 from ckptlint.engine.workspace import Workspace
@@ -27,10 +28,6 @@ from ckptlint.prefilter import Mentions, Names
 from ckptlint.project import display_path, import_root, load_source
 from ckptlint.result import LintResult, PathProblem
 from ckptlint.source import DecodeError, SourceFile
-
-if TYPE_CHECKING:
-    from ckptlint.engine.linter import Linter
-
 
 PREDICT_FROM = 64  # files to analyse from which a pass predicts layer classes (schedule.py)
 
@@ -48,7 +45,7 @@ class Run:
     taken from an entry whose file is not (yet) a candidate.
     """
 
-    def __init__(self, linter: Linter, named: list[str], others: list[str]) -> None:
+    def __init__(self, linter: RunInputs, named: list[str], others: list[str]) -> None:
         self.linter = linter
         self.named = named
         self.named_set = set(named)

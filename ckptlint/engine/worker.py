@@ -31,24 +31,28 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ckptlint.rules.context import RuleContext
+from ckptlint.analysis.contexts.verdicts import with_contexts
+from ckptlint.analysis.session import Analyses
+from ckptlint.call_report import describe_call
 from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import DEFAULT_CATALOGUE
 from ckptlint.classes import ClassIndex
 from ckptlint.config import Config
 from ckptlint.context_prefilter import ContextFiles
-from ckptlint.call_report import describe_call
 from ckptlint.engine.cache import ModuleEdges, RuleSet
 from ckptlint.engine.discovery import ExcludeMatcher
 from ckptlint.finding import Finding
 from ckptlint.prefilter import Names
-from ckptlint.project import LoadedModule, Project, content_digest, display_path, load_source, read_content
-from ckptlint.analysis.usage.composition import Composition
-from ckptlint.analysis.contexts.verdicts import with_contexts
-from ckptlint.analysis.regions.effects import RegionEffects
-from ckptlint.analysis.contexts.execution import ExecutionContexts
-from ckptlint.analysis.regions.cost_hints import RegionCost
+from ckptlint.project import (
+    LoadedModule,
+    Project,
+    content_digest,
+    display_path,
+    load_source,
+    read_content,
+)
 from ckptlint.rules import ALL_RULES
+from ckptlint.rules.context import RuleContext
 from ckptlint.source import DecodeError, SourceFile
 from ckptlint.syntax import parse, parse_error
 from ckptlint.versions import NO_VERSIONS, Versions
@@ -122,8 +126,7 @@ class WorkerState:
         catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
         classes = ClassIndex(self.project)
         self.finder = CallFinder(self.project, catalogue, classes, self.names, self.settings.versions)
-        self.regions = RegionEffects(self.project, classes)
-        self.contexts = ExecutionContexts(self.project, self.regions.inference, self.settings.context_files)
+        self.analyses = Analyses(self.project, classes, self.settings.context_files)
         self.fix_builder = None
         if self.settings.want_fixes:
             from ckptlint.fix_builder import FixBuilder
@@ -143,8 +146,7 @@ class WorkerState:
             return outcome
         outcome.digest = loaded.digest
         outcome.analysed = True
-        self.regions.grad_flow.callers.take_consulted()  # what an earlier file's analysis read is not this one's
-        self.contexts.take_consulted()
+        self.project.take_consulted()  # what an earlier file's analysis read is not this one's
         try:
             outcome.findings = self._findings(loaded, outcome)
         except RecursionError:
@@ -155,9 +157,9 @@ class WorkerState:
             self.reset()
             return outcome
         outcome.dependencies = dependencies(self.project, loaded)
-        # modules the analysis read beside the file's imports (a class's callers next to it)
-        outcome.dependencies.update(self.regions.grad_flow.callers.take_consulted())
-        outcome.dependencies.update(self.contexts.take_consulted())  # files whose compile or hooks cover its calls
+        # modules the analysis read beside the file's imports (a class's callers next to it,
+        # files whose compile or hooks cover its calls)
+        outcome.dependencies.update(self.project.take_consulted())
         self.dependents.update(outcome.dependencies.keys())
         for path in outcome.dependencies:
             if path not in self.reported:
@@ -181,17 +183,17 @@ class WorkerState:
         calls = self.finder.checkpoint_calls(symbols)
         assert symbols.checkpoint_names is not None  # checkpoint_calls sets it
         outcome.names = symbols.checkpoint_names
-        composition = Composition(symbols, calls, self.finder, self.regions.inference)
-        context = RuleContext(symbols, self.regions, calls, self.fix_builder, composition, self.contexts)
+        composition = self.analyses.composition(symbols, calls, self.finder)
+        context = RuleContext(symbols, self.analyses, calls, self.fix_builder, composition)
         findings: list[Finding] = []
         for rule in self.rules:
             findings.extend(rule.check(context))
         if self.settings.want_hints:
-            cost = RegionCost(self.regions.inference, calls)
+            cost = self.analyses.cost_hints(calls)
             outcome.calls = [describe_call(call, [hint.to_dict() for hint in cost.hints(call)]) for call in calls]
         else:
             outcome.calls = [describe_call(call) for call in calls]
-        return with_contexts(in_project(findings, self.project), calls, self.contexts, self.levels, self._calls_in)
+        return with_contexts(in_project(findings, self.project), calls, self.analyses.contexts, self.levels, self._calls_in)
 
     def _calls_in(self, display: str) -> list[CheckpointCall]:
         """The checkpoint calls of another loaded file (a finding's site there), found with the
@@ -219,7 +221,7 @@ class WorkerState:
         names (the finder takes them per file); modules, types and function summaries do not
         and stay, so a second round pays for the calls its new names add."""
         self.names = names.copy()
-        self.regions.forget_calls()
+        self.analyses.forget_calls()
 
     def shrink(self) -> None:
         """Drop every memo and every module but the hottest (to bound memory)."""

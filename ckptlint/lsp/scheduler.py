@@ -24,21 +24,18 @@ from dataclasses import replace
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from ckptlint.lsp.analysis import LintOutcome, LintRequest, Scope, lint_document, load_fixes, project_scope, warm_up
-
-if TYPE_CHECKING:
-    from ckptlint.lsp.server import CkptlintServer
+from ckptlint.lsp.host import SchedulerHost
 
 PROGRESS_CREATE_TIMEOUT = 5.0  # seconds a client may take to accept a progress token
 logger = logging.getLogger(__name__)
 
 
 class Scheduler:
-    def __init__(self, server: CkptlintServer) -> None:
+    def __init__(self, server: SchedulerHost) -> None:
         self.server = server
         self._local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptlint-file")
         self._project: ProcessPoolExecutor | None = None

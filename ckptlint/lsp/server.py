@@ -24,7 +24,7 @@ from lsprotocol import types
 from lsprotocol.converters import get_converter
 from pygls.lsp.server import LanguageServer
 
-from ckptlint import __version__
+from ckptlint.version import __version__
 from ckptlint.finding import SAFE, Edit, Finding, Fix
 from ckptlint.fixes import chosen_fixes
 from ckptlint.lsp.analysis import LintOutcome

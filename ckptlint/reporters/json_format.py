@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ckptlint import __version__
+from ckptlint.version import __version__
 from ckptlint.finding import Finding
 from ckptlint.result import LintResult
 from ckptlint.rules import RULES_BY_CODE

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ckptlint import __version__
+from ckptlint.version import __version__
 from ckptlint.result import LintResult
 from ckptlint.finding import Finding
 from ckptlint.rules import ALL_RULES, rule_url

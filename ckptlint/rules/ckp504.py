@@ -2,8 +2,8 @@
 
 from ckptlint.analysis.regions.summary import NONDETERMINISTIC_OP
 from ckptlint.rules.base import CheckpointCall, Effect, RegionRule
+from ckptlint.sac_policy import EVERY_OP
 
-_EVERY_OP = "*"  # sac_policy.EVERY_OP: a policy that saves every op's output
 _FIX = "save it with a selective-checkpoint policy (`context_fn=functools.partial(create_selective_checkpoint_contexts, [torch.ops.{op}.default, ...])`) so the recompute reuses the forward's result"
 
 
@@ -131,4 +131,4 @@ class NondeterministicRecompute(RegionRule):
 
     def applies(self, call: CheckpointCall, effect: Effect) -> bool:
         saved = call.saved_ops
-        return not (effect.saved_by(saved) or _EVERY_OP in saved)
+        return not (effect.saved_by(saved) or EVERY_OP in saved)

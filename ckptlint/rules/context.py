@@ -1,4 +1,6 @@
-"""What the rules read about one linted module: its checkpoint calls and their regions' effects."""
+"""What the rules read about one linted module: its checkpoint calls and, through the run's
+analyses (`analysis/session.py`), what their regions do and how the code around them uses them.
+At run time it imports only the records rules read (`regions/summary.py`, `usage/facts.py`)."""
 
 from __future__ import annotations
 
@@ -6,53 +8,60 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ckptlint.analysis.regions.summary import Effect, UntrackedOutput
+from ckptlint.analysis.usage.facts import (
+    NoGradInput,
+    UntrackedTensor,
+    reentrant_because,
+    takes_use_reentrant,
+)
 from ckptlint.calls import CheckpointCall
 from ckptlint.finding import Fix, Site
-from ckptlint.analysis.usage.grad_flow import NoGradInput, UntrackedTensor, reentrant_because, takes_use_reentrant
-from ckptlint.analysis.regions.outputs import UntrackedOutput
-from ckptlint.analysis.regions.summary import Effect
 from ckptlint.symbols import ModuleSymbols
 
 if TYPE_CHECKING:
-    from ckptlint.fix_builder import FixBuilder
+    from ckptlint.analysis.contexts.execution import ExecutionContext
+    from ckptlint.analysis.session import Analyses
     from ckptlint.analysis.usage.composition import Composition
-    from ckptlint.analysis.regions.effects import RegionEffects
-    from ckptlint.analysis.contexts.execution import ExecutionContext, ExecutionContexts
+    from ckptlint.fix_builder import FixBuilder
 
 
 @dataclass
 class RuleContext:
     module: ModuleSymbols
-    regions: RegionEffects
+    analyses: Analyses
     calls: list[CheckpointCall] = field(default_factory=list)
     fix_builder: FixBuilder | None = None  # None: no fixes wanted (text output), libcst not needed
-    composition: Composition | None = None  # how the module's code uses checkpointed models (CKP303-CKP305)
-    execution_contexts: ExecutionContexts | None = None  # how each call runs: compile, SAC, offload hooks
+    composition: Composition | None = None  # how the module's code uses checkpointed models (analysis/usage/composition.py)
 
     def execution_context(self, call: CheckpointCall) -> ExecutionContext | None:
-        """How `call` runs (analysis/contexts/execution.py); None when the run computes no contexts."""
-        return self.execution_contexts.of(call) if self.execution_contexts is not None else None
+        """How `call` runs (analysis/contexts/execution.py)."""
+        return self.analyses.contexts.of(call)
 
     @staticmethod
     def site(call: CheckpointCall, chain: tuple[str, ...] = ()) -> Site:
         return Site(call.path, call.line, call.column, chain)
 
     def region_effects(self, call: CheckpointCall) -> list[Effect]:
-        return self.regions.region_effects(call)
+        """What the call's region does, with the chain that reaches each effect (analysis/regions/effects.py)."""
+        return self.analyses.regions.region_effects(call)
 
     def no_grad_inputs(self, call: CheckpointCall) -> list[NoGradInput]:
-        """CKP301: the positional inputs of a reentrant call, when none of them can require grad."""
-        return self.regions.grad_flow.no_grad_inputs(call, self.calls)
+        """CKP301: the positional inputs of a reentrant call, when none of them can require grad
+        (analysis/usage/grad_flow.py)."""
+        return self.analyses.grad_flow.no_grad_inputs(call, self.calls)
 
     def untracked_tensors(self, call: CheckpointCall) -> list[UntrackedTensor]:
-        """CKP302: tensors reaching a reentrant region other than as positional inputs."""
-        return self.regions.grad_flow.untracked_tensors(call, self.calls)
+        """CKP302: tensors reaching a reentrant region other than as positional inputs
+        (analysis/usage/grad_flow.py)."""
+        return self.analyses.grad_flow.untracked_tensors(call, self.calls)
 
     def untracked_output(self, call: CheckpointCall) -> UntrackedOutput | None:
-        """CKP306: the reentrant region's container output, when every path it can take returns one."""
+        """CKP306: the reentrant region's container output, when every path it can take returns one
+        (analysis/regions/outputs.py)."""
         if call.reentrant is not True:
             return None  # the default mode of most calls: no region to resolve for this
-        return self.regions.region_outputs.untracked(call, self.regions.resolver.entries(call))
+        return self.analyses.region_outputs.untracked(call, self.analyses.resolver.entries(call))
 
     def reentrant_because(self, call: CheckpointCall) -> str:
         """What made the call reentrant, for messages."""

@@ -23,8 +23,8 @@ from ckptlint.runtime.compare import Reason
 from ckptlint.runtime.reach import Reachable
 
 if TYPE_CHECKING:
-    from ckptlint.runtime.intercept import Site
     from ckptlint.runtime.report import Record
+    from ckptlint.runtime.sites import Site
 
 DDP_CATEGORY = "ddp"  # the reason's category; also what it confirms, as join reads it (CKP303's `confirmed_by`)
 READY_TWICE = "Expected to mark a variable ready only once"

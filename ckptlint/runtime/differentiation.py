@@ -24,7 +24,7 @@ from ckptlint.runtime.compare import Reason
 from ckptlint.runtime.frames import is_user_code
 
 if TYPE_CHECKING:
-    from ckptlint.runtime.intercept import Site
+    from ckptlint.runtime.sites import Site
     from ckptlint.runtime.report import Record
 
 DIFFERENTIATION_CATEGORY = "differentiation"  # the reason's category; also what confirms CKP304 (`confirmed_by`)

@@ -28,6 +28,7 @@ import torch
 import torch.utils.checkpoint as torch_checkpoint
 
 from ckptlint.runtime.frames import is_user_code
+from ckptlint.runtime.sites import Site
 from ckptlint.runtime.witness import Witness
 
 _LOCAL = threading.local()
@@ -101,16 +102,6 @@ def probe_guard() -> Iterator[None]:
         yield
     finally:
         _LOCAL.active = previous
-
-
-@dataclass(frozen=True)
-class Site:
-    path: str
-    line: int
-    column: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "column": self.column}
 
 
 def user_site(extra_skipped: tuple[str, ...] = ()) -> Site | None:

@@ -24,7 +24,7 @@ Where a context is seen:
 
 Computed lazily, per call and once per analysis state; files are read only when a call asks
 and one of them mentions a context word. What is read besides the analysed module is its
-dependency (`take_consulted`).
+dependency (recorded with `Project.consult`).
 """
 
 from __future__ import annotations
@@ -35,12 +35,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ckptlint.calls import CheckpointCall
-from ckptlint.classes import ClassIndex
-from ckptlint.context_prefilter import COMPILE_WORD, FLAG_WORD, OFFLOAD_WORDS, ContextFiles
-from ckptlint.project import Project, file_words, import_root
 from ckptlint.analysis.semantics.evaluator import TypeInference
 from ckptlint.analysis.semantics.values import ClassType, ContainerType, Types
+from ckptlint.calls import CheckpointCall
+from ckptlint.classes import ClassIndex
+from ckptlint.context_prefilter import (
+    COMPILE_WORD,
+    FLAG_WORD,
+    OFFLOAD_WORDS,
+    ContextFiles,
+)
+from ckptlint.project import Project, import_root
 from ckptlint.sac_policy import EVERY_OP, policy_saved_ops
 from ckptlint.symbols import IMPORT, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value, own_nodes
@@ -170,7 +175,6 @@ class ExecutionContexts:
         self.inference = inference
         self.classes: ClassIndex = inference.classes
         self.context_files = context_files  # (absolute path, the context words it mentions)
-        self.consulted: dict[str, str] = {}  # modules read beside the analysed one: its dependencies too
         self._by_call: dict[int, ExecutionContext] = {}
         self._facts: dict[str, _ModuleFacts] = {}  # by module path
         self._words: dict[str, frozenset[bytes]] = {}
@@ -183,10 +187,6 @@ class ExecutionContexts:
         if found is None:
             found = self._by_call[id(call.node)] = self._context(call)
         return found
-
-    def take_consulted(self) -> dict[str, str]:
-        consulted, self.consulted = self.consulted, {}
-        return consulted
 
     # -- one call ------------------------------------------------------------------------
 
@@ -305,7 +305,7 @@ class ExecutionContexts:
         found = self._words.get(path)
         if found is None:
             try:
-                found = file_words(path, self.project.overlays)
+                found = self.project.file_words(path)
             except OSError:
                 found = frozenset()
             self._words[path] = found
@@ -318,7 +318,7 @@ class ExecutionContexts:
             return None
         if loaded.symbols is None or loaded.library:
             return None
-        self.consulted[os.fspath(loaded.path)] = loaded.digest
+        self.project.consult({os.fspath(loaded.path): loaded.digest})
         return loaded.symbols
 
     def _flag_evidence(self, module: ModuleSymbols) -> list[Evidence]:

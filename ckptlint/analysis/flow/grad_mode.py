@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from ckptlint.analysis.usage.grad_flow import grad_context, grad_off_at
+from ckptlint.analysis.flow.statements import grad_context, grad_off_at
 from ckptlint.symbols import FUNCTION, Scope
 from ckptlint.syntax import own_statements
 

@@ -1,13 +1,14 @@
-"""Syntax facts about one function's body that the composition checks share (CKP305, CKP403-CKP405):
-its `if` branches, the function a nested scope belongs to, a callee's last word, an
-expression's root name."""
+"""What one function's statements say, from its own lines: its `if` branches, the function a
+nested scope belongs to, a callee's last word, an expression's root name (CKP305, CKP403-CKP405),
+and the statement index: which binding reaches a use, the loops around a line, and which lines
+run with grad off (CKP301/302, CKP504)."""
 
 from __future__ import annotations
 
 import ast
 from typing import Iterator
 
-from ckptlint.symbols import Scope
+from ckptlint.symbols import FUNCTION, LAMBDA, Binding, Scope
 from ckptlint.syntax import own_statements
 
 
@@ -48,3 +49,118 @@ def root_name(expr: ast.expr) -> str | None:
             expr = expr.func
         else:
             return None
+
+
+_GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+
+
+class StatementIndex:
+    """Statements of one function with their enclosing blocks, for reaching definitions."""
+
+    def __init__(self, function: ast.AST):
+        self.blocks: dict[int, tuple[tuple[int, str], ...]] = {}  # id(stmt) -> (id(owner), field) chain
+        self.grad: dict[int, str | None] = {}  # id(stmt) -> the grad-disabling context around it
+        self.loops: dict[int, tuple[ast.stmt, ...]] = {}
+        self.statements: list[ast.stmt] = []
+        body = getattr(function, "body", None)
+        if isinstance(body, list):
+            self._visit(body, (), None, ())
+
+    def _visit(self, body: list[ast.stmt], chain: tuple[tuple[int, str], ...], grad: str | None, loops: tuple[ast.stmt, ...]) -> None:
+        for statement in body:
+            self.blocks[id(statement)] = chain
+            self.grad[id(statement)] = grad
+            self.loops[id(statement)] = loops
+            self.statements.append(statement)
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            inner_grad = grad
+            if isinstance(statement, (ast.With, ast.AsyncWith)):
+                for item in statement.items:
+                    text = grad_context(item.context_expr)
+                    if text is not None:
+                        inner_grad = text if text != "enable" else None
+                self._visit(statement.body, chain, inner_grad, loops)  # a with body always runs
+                continue
+            inner_loops = (*loops, statement) if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) else loops
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(statement, field, None)
+                if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                    self._visit(block, (*chain, (id(statement), field)), grad, inner_loops)
+            for index, handler in enumerate(getattr(statement, "handlers", [])):
+                self._visit(handler.body, (*chain, (id(statement), f"handler{index}")), grad, inner_loops)
+            for index, case in enumerate(getattr(statement, "cases", [])):
+                self._visit(case.body, (*chain, (id(statement), f"case{index}")), grad, inner_loops)
+
+    def statement_of(self, node: ast.AST) -> ast.stmt | None:
+        if isinstance(node, ast.stmt) and id(node) in self.blocks:
+            return node
+        line, column = getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+        best: ast.stmt | None = None
+        for statement in self.statements:
+            if (statement.lineno, statement.col_offset) <= (line, column) <= (statement.end_lineno or statement.lineno, statement.end_col_offset or 0):
+                best = statement  # later statements in the list are nested deeper
+        return best
+
+    def grad_off(self, node: ast.AST) -> str | None:
+        statement = self.statement_of(node)
+        return self.grad.get(id(statement)) if statement is not None else None
+
+    def loops_around(self, line: int) -> tuple[ast.stmt, ...]:
+        use = next((s for s in reversed(self.statements) if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+        return self.loops.get(id(use), ()) if use is not None else ()
+
+    def reaching(self, bindings: list[Binding], line: int, first_pass: bool = False) -> list[Binding]:
+        """The last binding before `line` that always runs on the way, and the conditional ones
+        after it; bindings later in a loop around the use come round again (unless `first_pass`:
+        what the use sees on the loop's first pass)."""
+        use = next((s for s in reversed(self.statements) if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+        if use is None:
+            return bindings
+        use_chain = self.blocks.get(id(use), ())
+        use_loops = self.loops.get(id(use), ())
+        before = sorted((b for b in bindings if b.line < line), key=lambda b: b.line)
+        found: list[Binding] = []
+        for binding in reversed(before):
+            found.append(binding)
+            statement = self.statement_of(binding.node)
+            chain = self.blocks.get(id(statement), None) if statement is not None else None
+            if chain is not None and use_chain[: len(chain)] == chain:
+                break  # it always runs before the use: earlier ones are overwritten
+        loop_lines = [(loop.lineno, loop.end_lineno or loop.lineno) for loop in use_loops]
+        if first_pass:
+            return found
+        for binding in bindings:
+            if binding.line >= line and any(start <= binding.line <= end for start, end in loop_lines):
+                found.append(binding)
+        return found
+
+
+def grad_off_at(scope: Scope, node: ast.AST) -> bool:
+    """Whether `node` runs inside a `torch.no_grad()` (or `inference_mode`) block of its function."""
+    if scope.kind not in (FUNCTION, LAMBDA):
+        return False
+    return StatementIndex(scope.node).grad_off(node) is not None
+
+
+def grad_context(expr: ast.expr) -> str | None:
+    """`torch.no_grad()` / `torch.inference_mode()` (their text), `torch.enable_grad()` ("enable")."""
+    if not isinstance(expr, ast.Call):
+        return None
+    text = ast.unparse(expr.func)
+    leaf = text.rpartition(".")[2]
+    if leaf in ("no_grad", "inference_mode") and (text.startswith("torch.") or text == leaf):
+        if leaf == "inference_mode" and expr.args and isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False:
+            return None
+        return f"{text}()"
+    if leaf == "set_grad_enabled" and expr.args and isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False:
+        return f"{text}(False)"
+    if leaf in ("enable_grad", "set_grad_enabled"):
+        return "enable"
+    return None
+
+
+def in_loop(function: ast.AST, node: ast.AST) -> bool:
+    index = StatementIndex(function)
+    statement = index.statement_of(node)
+    return statement is not None and bool(index.loops.get(id(statement)))

@@ -2,7 +2,8 @@
 
 - `summary.py`: the vocabulary the rules read (effect kinds, `Effect`, `Summary`).
 - `resolve.py`: the functions a region starts in, with their context.
-- `training_step.py`, `checkpoint_choice.py`: what a training step implies about a call's arguments.
+- `training_step.py`: checkpoint-call arguments that are false in a checkpointed training step.
+- `checkpoint_choice.py`: a grad-mode branch that only chooses whether to checkpoint.
 - `protocol.py`: the interpreter's surface that `library_calls.py` records on.
 - `interpreter.py`: summarises what a function does, once per calling context.
 - `binding.py`: how a call's values meet a function's parameters.

@@ -1,34 +1,28 @@
 """Region effects per checkpoint call: resolve the region, summarise, prefix the chain.
 
-One per linter run, shared by every module, so each (function, context) summary and
-each class's attribute types are computed once however many calls reach them.
+One per linter run (built by `analysis/session.py`), shared by every module, so each
+(function, context) summary is computed once however many calls reach it.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ckptlint.calls import CheckpointCall
-from ckptlint.classes import ClassIndex
-from ckptlint.analysis.usage.grad_flow import GradFlow
 from ckptlint.analysis.regions.interpreter import Summaries
-from ckptlint.analysis.regions.summary import RUNNING_STATS, Effect, with_note
-from ckptlint.analysis.semantics.evaluator import TypeInference
 from ckptlint.analysis.regions.libraries import reached_at
-from ckptlint.analysis.regions.mutability import Mutability
-from ckptlint.analysis.regions.outputs import RegionOutputs
-from ckptlint.project import Project
-from ckptlint.analysis.regions.resolve import RegionEntry, RegionResolver, RunningStatsRegion
+from ckptlint.analysis.regions.resolve import (
+    RegionEntry,
+    RegionResolver,
+    RunningStatsRegion,
+)
+from ckptlint.analysis.regions.summary import RUNNING_STATS, Effect, with_note
+from ckptlint.calls import CheckpointCall
 
 
 class RegionEffects:
-    def __init__(self, project: Project, classes: ClassIndex):
-        self.inference = TypeInference(project, classes)
-        self.mutability = Mutability(classes)
-        self.effects = Summaries(project, classes, self.inference, self.mutability)
-        self.resolver = RegionResolver(classes, self.inference)
-        self.grad_flow = GradFlow(classes, self.inference)  # CKP301/CKP302: what reaches a reentrant region
-        self.region_outputs = RegionOutputs(classes, self.inference)  # CKP306: what leaves it
+    def __init__(self, summaries: Summaries, resolver: RegionResolver):
+        self.effects = summaries
+        self.resolver = resolver
         self._by_call: dict[int, list[Effect]] = {}
 
     def region_effects(self, call: CheckpointCall) -> list[Effect]:

@@ -8,6 +8,12 @@ running-statistics update, device move and branch on unstable state. Calls into 
 code are followed: `Summaries.summary` computes each (function, calling context)
 once and the caller adds the callee's effects with the call chain. Rules read effects;
 they never walk trees.
+
+This module holds the walk: statements, expressions, calls, and the log of effects. What a
+library call does is library_calls.py's; which effect a write is (CKP202, 203 or 204, a
+read-before-write or a volatile store, or none) is replay_writes.py's. Both take the
+interpreter as an argument (protocol.py) rather than holding it: the analysis runs with the
+cyclic garbage collector off.
 """
 
 from __future__ import annotations
@@ -21,27 +27,25 @@ from ckptlint.analysis.regions import binding
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.syntax import child_nodes, walk
 from ckptlint.classes import ClassIndex
-from ckptlint.analysis.semantics.evaluator import MODULE_METHODS, TypeInference
+from ckptlint.analysis.semantics.evaluator import TypeInference
+from ckptlint.analysis.semantics.module_structure import MODULE_METHODS
 from ckptlint.analysis.regions.library_calls import LibraryCalls
 from ckptlint.analysis.regions.checkpoint_choice import only_chooses_checkpointing
 from ckptlint.analysis.flow.grad_mode import eval_only, grad_off_only
 from ckptlint.analysis.regions.libraries import reached_at
-from ckptlint.analysis.regions.mutability import Mutability, dotted_path, lazy_initialised_names, set_once_or_restored
-from ckptlint.analysis.regions.replay_writes import WriteTracker, body_rebinds, drop_guarded_writes, state_keys
+from ckptlint.analysis.regions.mutability import Mutability, dotted_path
+from ckptlint.analysis.regions import replay_writes
+from ckptlint.analysis.regions.replay_writes import WriteTracker, body_rebinds, drop_guarded_writes, input_tensor, state_keys
 from ckptlint.analysis.semantics.known_truth import constant_value, known_truth
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, Binding, ModuleSymbols, Scope
 from ckptlint.analysis.regions.summary import (
     EMPTY_SUMMARY,
-    GLOBAL_STATE,
     GRAD_MODE_BRANCH,
     NONDETERMINISTIC_OP,
-    OUTER_STATE,
-    TENSOR_STATE,
     UNSTABLE_BRANCH,
     Context,
     Effect,
-    PendingStore,
     StateKey,
     Summary,
     approximation_note,
@@ -54,7 +58,6 @@ from ckptlint.analysis.semantics.values import (
     CONST_VALUE,
     GLOBAL,
     GRAD_MODE,
-    INPUT,
     LOCAL,
     LOCAL_VALUE,
     OUTER,
@@ -138,7 +141,7 @@ class FunctionInterpreter:
         annotation_types = functools.partial(binding.annotation_types, self.inference, self.module, self.scope.parent or self.scope)
         self.env.update(binding.parameter_values(self.scope.node, self.context, annotation_types))
 
-    # -- effects --------------------------------------------------------------
+    # -- effects (which one a write is: replay_writes.py) ---------------------
 
     def add(self, kind: str, node: ast.AST, variant: str, depends_on: frozenset[tuple[str, str]] = frozenset(), **facts: str) -> None:
         """Record an effect of this function; `facts` are what the rule's message quotes."""
@@ -158,72 +161,13 @@ class FunctionInterpreter:
         return eval_only(self.scope, node) or (names is not None and grad_off_only(self.scope, node, names))
 
     def mutate(self, target: Value, node: ast.AST, action: str, tensor: bool = False) -> None:
-        """`target` is changed in place or added to by `node` (`append`, `+=`, `.add_()`): a
-        hazard when it outlives the region, since the replay adds to the forward's result."""
-        if not target.outlives_region:
-            return
-        self.tracker.accumulate(state_keys(target))
-        self.tracker.accumulate(("global", name) for name in target.global_names)
-        self.record(self._write_effect(target, node, "mutation", tensor, action=action))
-
-    def store(self, target: Value, node: ast.AST, action: str, value: Value, what: str = "a value") -> None:
-        """A plain store into `target` (`self.x = v`, `d[k] = v`): the replay stores again, which
-        changes something only if this run read the state first or the value is unstable."""
-        if not target.outlives_region:
-            return
-        keys = state_keys(target)
-        if self._is_tensor_state(target):  # buffer reassignment stays CKP204
-            self.tracker.store(keys, stable=True)
-            self.record(self._write_effect(target, node, "mutation", False, action=action))
-            return
-        reasons = self.tracker.unstable_reasons(value)
-        if self.tracker.read_before_written(keys):
-            self.tracker.store(keys, stable=False)
-            self.record(self._write_effect(target, node, "read-before-write", False, action=action))
-        elif reasons:
-            self.tracker.store(keys, stable=False)
-            text = "; ".join(reason.text for reason in reasons)
-            self.record(self._write_effect(target, node, "volatile-store", False, action=action, what=what, reasons=text))
-        else:
-            if self.tracker.first_write(keys):  # a caller that read this state first makes it a hazard
-                self.tracker.pending.append(PendingStore(keys, self._write_effect(target, node, "read-before-write", False, action=action)))
-            self.tracker.store(keys, stable=True)
-
-    def _write_effect(self, target: Value, node: ast.AST, variant: str, tensor: bool, **facts: str) -> Effect:
-        """The effect a write to `target` is reported as: module-level state (CKP202), tensor
-        state (CKP204) or another outliving object (CKP203)."""
-        subject = f"`{target.path}`" if target.path else "an object"
-        if target.global_names:
-            kind, extra = GLOBAL_STATE, {}
-        elif tensor or self._is_tensor_state(target):
-            kind, extra = TENSOR_STATE, {"tensor_kind": self._tensor_kind(target)}
-        else:
-            kind, extra = OUTER_STATE, {}
-        return Effect(kind, self.module, node, variant, tuple({**facts, **extra, "subject": subject}.items()))
+        replay_writes.mutate(self, target, node, action, tensor)  # LibraryCalls' entry into the write policy
 
     def store_attribute(self, base: Value, attribute: str, node: ast.AST, action: str, value: Value) -> None:
-        """`base.attribute = value` (also `setattr(base, "attribute", value)`)."""
-        self.store(self._attribute_target(base, attribute), node, action, value)
+        replay_writes.store_attribute(self, base, attribute, node, action, value)  # for `setattr()`
 
     def read_state(self, keys: Iterable[StateKey]) -> None:
         self.tracker.read(keys)
-
-    def _is_tensor_state(self, value: Value) -> bool:
-        if value.attribute is not None and self._is_buffer_or_parameter(value.attribute):
-            return True
-        return binding.TENSOR in value.types
-
-    def _tensor_kind(self, value: Value) -> str:
-        if value.attribute is not None and self._is_buffer_or_parameter(value.attribute):
-            return "buffer/parameter"
-        if INPUT in value.origins:
-            return "input"
-        return "tensor"
-
-    def _is_buffer_or_parameter(self, attribute: tuple[str, str]) -> bool:
-        class_name, name = attribute
-        info = self.analysis.classes.by_name(class_name)
-        return info is not None and name in self.analysis.mutability.tensor_attributes(info)
 
     def branch(self, test: ast.AST, value: Value) -> None:
         others = sorted(value.volatile - {GRAD_MODE})
@@ -355,13 +299,13 @@ class FunctionInterpreter:
         if isinstance(target, ast.Name):
             name = target.id
             if name in self.scope.globals:
-                self.rebind(target, ("global", name), value, "global-rebind", accumulating)
+                replay_writes.rebind(self, target, ("global", name), value, "global-rebind", accumulating)
                 return
             if name in self.scope.nonlocals:
                 if self.context.closure_in_region and name in self.closure:
                     self.closure[name] = value  # the enclosing function's frame is inside the region too
                     return
-                self.rebind(target, ("nonlocal", name), value, "nonlocal-rebind", accumulating)
+                replay_writes.rebind(self, target, ("nonlocal", name), value, "nonlocal-rebind", accumulating)
                 return
             self.env[name] = replace(value, path=name)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -372,39 +316,14 @@ class FunctionInterpreter:
             self.assign(target.value, value, node)
         elif isinstance(target, ast.Attribute):
             base = self.eval(target.value)
-            once = isinstance(target.value, ast.Name) and f"{target.value.id}.{target.attr}" in set_once_or_restored(self.scope.node)
-            if once:  # set behind a "done" flag, saved and put back, or converted into itself: the replay leaves it as the forward did
-                self.tracker.store(state_keys(self._attribute_target(base, target.attr)), stable=True)
-            else:
-                self.store_attribute(base, target.attr, target, "assigns", value)
+            replay_writes.assign_attribute(self, target, base, value)
             if isinstance(target.value, ast.Name):  # later reads in this function see this value
                 self.env[f"{target.value.id}.{target.attr}"] = replace(value, path=f"{target.value.id}.{target.attr}")
         elif isinstance(target, ast.Subscript):
             mark = self.tracker.mark(0)
             base = self.eval(target.value)
             self.tracker.forget_reads(mark)  # loading the container to store into it is not reading its contents
-            key = self.eval(target.slice)
-            if dotted_path(target.value) in lazy_initialised_names(self.scope.node):  # a keyed memo is filled once
-                self.tracker.store(state_keys(base), stable=True)
-            elif self._input_tensor(base):
-                self.mutate(base, target, "item assignment into", tensor=True)
-            elif self.tracker.unstable_reasons(key):
-                self.store(base, target, "stores an item in", key, what="under a key")
-            else:
-                self.store(base, target, "stores an item in", value)
-
-    def rebind(self, target: ast.Name, key: StateKey, value: Value, variant: str, accumulating: bool) -> None:
-        """`global g; g = v` or `nonlocal n; n = v`: CKP202 when the replay's rebinding differs."""
-        name = target.id
-        if key[0] == "global" and name in set_once_or_restored(self.scope.node):  # behind `if _READY: return`
-            self.tracker.store([key], stable=True)
-            return
-        if accumulating:
-            self.tracker.accumulate([key])
-            self.add(GLOBAL_STATE, target, variant, name=name)
-            return
-        subject = Value(frozenset({GLOBAL + name}), path=name)
-        self.store(subject, target, "rebinds", value, what="to a value")
+            replay_writes.store_item(self, target, base, self.eval(target.slice), value)
 
     def augmented_assign(self, node: ast.AugAssign) -> None:
         value = self.eval(node.value)
@@ -417,27 +336,17 @@ class FunctionInterpreter:
                 return
             current = self.eval(target)
             self.library.augmented_tensor(self, target, node, symbol)  # CKP501: `h += b` on a saved output
-            if current.outlives_region and self._input_tensor(current):
+            if current.outlives_region and input_tensor(current):
                 self.mutate(current, target, f"in-place `{symbol}` on", tensor=True)
                 return
-            self.env[name] = current if self._input_tensor(current) else Value(volatile=current.volatile | value.volatile, path=name)
+            self.env[name] = current if input_tensor(current) else Value(volatile=current.volatile | value.volatile, path=name)
         elif isinstance(target, ast.Attribute):
             base = self.eval(target.value)
-            self.mutate(self._attribute_target(base, target.attr), target, f"`{symbol}` on")
+            self.mutate(replay_writes.attribute_target(self, base, target.attr), target, f"`{symbol}` on")
         elif isinstance(target, ast.Subscript):
             base = self.eval(target.value)
             self.eval(target.slice)
-            self.mutate(base, target, f"in-place `{symbol}` on an item of", tensor=self._input_tensor(base))
-
-    def _input_tensor(self, value: Value) -> bool:
-        """A tensor, or an input without a non-tensor annotation (checkpoint inputs are tensors)."""
-        if binding.TENSOR in value.types:
-            return True
-        if value.types & binding.SCALAR_TYPES:
-            return False
-        if any(isinstance(t, ContainerType) for t in value.types):
-            return False
-        return INPUT in value.origins and not value.types
+            self.mutate(base, target, f"in-place `{symbol}` on an item of", tensor=input_tensor(base))
 
     # -- expressions ----------------------------------------------------------
 
@@ -535,15 +444,6 @@ class FunctionInterpreter:
             return False
         binding = self.module.binding(self.scope, base.id, base.lineno)
         return binding is not None and binding.kind == IMPORT
-
-    def _attribute_target(self, base: Value, attribute: str) -> Value:
-        """`base.attribute` as something written to (whatever its type)."""
-        owners = sorted(t.name for t in base.types if isinstance(t, ClassType) and self.analysis.classes.by_name(t.name))
-        path = f"{base.path}.{attribute}" if base.path else attribute
-        if not owners:
-            return Value(base.origins, path=path)
-        self.tracker.written.update((owner, attribute) for owner in owners[1:])
-        return Value(base.origins, path=path, attribute=(owners[0], attribute))
 
     def attribute_of(self, base: Value, attribute: str) -> Value:
         path = f"{base.path}.{attribute}" if base.path else attribute

@@ -13,7 +13,6 @@ in torch_api.py, so a new library fact is a table entry plus, at most, a branch 
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
 
 from ckptlint.analysis.knowledge import collectives
 from ckptlint.analysis.knowledge import aten_ops
@@ -22,6 +21,7 @@ from ckptlint.analysis.flow.accumulation import decision_use, result_names
 from ckptlint.analysis.flow.integers import INDICES, is_integer, kind_of
 from ckptlint.analysis.flow.routing import index_names, routing_use
 from ckptlint.analysis.flow.saved_outputs import producer_of
+from ckptlint.analysis.regions.protocol import Interpreter
 from ckptlint.analysis.regions.summary import (
     COLLECTIVE_OP,
     DEVICE_MOVE,
@@ -39,22 +39,20 @@ from ckptlint.analysis.semantics.values import (
     GRAD_MODE,
     LOCAL,
     LOCAL_VALUE,
+    NONE_TYPE,
+    SAME_DEVICE,
     ClassType,
     ContainerType,
     RngType,
     Value,
     Volatility,
+    constructed_rng,
     element_types,
     ordered,
 )
 from ckptlint.symbols import ASSIGN
 from ckptlint.syntax import keyword_value
 
-if TYPE_CHECKING:
-    from ckptlint.analysis.regions.interpreter import FunctionInterpreter
-
-SAME_DEVICE = ClassType("<device of a tensor in the region>")
-NONE_TYPE = ClassType("builtins.NoneType")
 _ITERATION_BUILTINS = frozenset({"next", "iter", "map", "filter", "zip", "enumerate", "reversed", "sorted"})
 
 
@@ -68,7 +66,7 @@ class LibraryCalls:
 
     # -- calls by qualified name ------------------------------------------------
 
-    def function(self, run: FunctionInterpreter, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
+    def function(self, run: Interpreter, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
         short = torch_api.short_name(name)
         callee = ast.unparse(node.func)
         op = collectives.FUNCTIONS.get(name)
@@ -101,7 +99,7 @@ class LibraryCalls:
             return self._torch(run, name, node, arguments, keywords)
         return None
 
-    def _builtin(self, run: FunctionInterpreter, short: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
+    def _builtin(self, run: Interpreter, short: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
         if short == "getattr" and arguments:
             attribute = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
             if isinstance(attribute, str):
@@ -123,7 +121,7 @@ class LibraryCalls:
             return Value(volatile=frozenset().union(*(v.volatile for v in [*arguments, *keywords.values()])))
         return None if short in _ITERATION_BUILTINS else LOCAL_VALUE
 
-    def _torch(self, run: FunctionInterpreter, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
+    def _torch(self, run: Interpreter, name: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         callee = ast.unparse(node.func)
         nondeterministic = aten_ops.NONDETERMINISTIC_FUNCTIONS.get(name)
         if nondeterministic is not None:
@@ -147,7 +145,7 @@ class LibraryCalls:
             return Value(arguments[0].origins, arguments[0].types, path=arguments[0].path, attribute=arguments[0].attribute)
         return LOCAL_VALUE
 
-    def _functional_batch_norm(self, run: FunctionInterpreter, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> None:
+    def _functional_batch_norm(self, run: Interpreter, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> None:
         running = keywords.get("running_mean") or (arguments[1] if len(arguments) > 1 else None)
         training = keyword_value(node, "training")
         if training is None and len(node.args) > 5:
@@ -158,7 +156,7 @@ class LibraryCalls:
             )
 
     def _communication(
-        self, run: FunctionInterpreter, name: str, op: collectives.CommunicationOp, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]
+        self, run: Interpreter, name: str, op: collectives.CommunicationOp, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]
     ) -> None:
         """A collective (CKP401), or a point-to-point op or an all-to-all whose split sizes the
         region computes (CKP402): the replay communicates again."""
@@ -175,11 +173,11 @@ class LibraryCalls:
 
     # -- selective checkpointing (CKP501, CKP504) -------------------------------
 
-    def augmented_tensor(self, run: FunctionInterpreter, target: ast.Name, node: ast.AugAssign, symbol: str) -> None:
+    def augmented_tensor(self, run: Interpreter, target: ast.Name, node: ast.AugAssign, symbol: str) -> None:
         """`h += b`: in place on a tensor (CKP501 when `h` is a saved op's output)."""
         self._saved_output_change(run, target, node, f"`{symbol}`")
 
-    def _saved_output_change(self, run: FunctionInterpreter, tensor: ast.expr, node: ast.AST, how: str) -> None:
+    def _saved_output_change(self, run: Interpreter, tensor: ast.expr, node: ast.AST, how: str) -> None:
         """An in-place op on the output of an op a policy may save (CKP501 reports it when the
         region's policy saves that op)."""
         producer = producer_of(run.module, run.scope, tensor, node)
@@ -188,7 +186,7 @@ class LibraryCalls:
         facts = (("callee", how), ("subject", ast.unparse(tensor)), ("producer", producer.text), ("op", producer.op))
         run.record(Effect(SAVED_OUTPUT_MUTATED, run.module, node, "reshaped" if producer.reshaped else "direct", facts, saved_as=frozenset({producer.op})))
 
-    def _nondeterministic(self, run: FunctionInterpreter, op: aten_ops.NondeterministicOp, short: str, node: ast.Call, callee: str, method: bool) -> None:
+    def _nondeterministic(self, run: Interpreter, op: aten_ops.NondeterministicOp, short: str, node: ast.Call, callee: str, method: bool) -> None:
         """A selection whose indices route, or an accumulation whose result reaches a routing
         decision, whose recompute may differ from the forward's (CKP504, unless the region's
         policy saves the op). Not a sort of a selection's indices (the selection is the one
@@ -222,7 +220,7 @@ class LibraryCalls:
 
     # -- methods whose meaning comes from the library ---------------------------
 
-    def method(self, run: FunctionInterpreter, receiver: Value, method: str, node: ast.Call) -> Value | None:
+    def method(self, run: Interpreter, receiver: Value, method: str, node: ast.Call) -> Value | None:
         """Random draws on generator objects, device moves, in-place tensor ops, container
         mutators, buffer registration; None for any other method."""
         text = f"{receiver.path}.{method}" if receiver.path else method
@@ -271,7 +269,7 @@ class LibraryCalls:
             return CONST_VALUE
         return None
 
-    def _project_method(self, run: FunctionInterpreter, receiver: Value, method: str) -> bool:
+    def _project_method(self, run: Interpreter, receiver: Value, method: str) -> bool:
         """The receiver may be an instance of a project class that defines `method` itself."""
         classes = run.analysis.classes
         for item in receiver.types:
@@ -283,7 +281,7 @@ class LibraryCalls:
 
     # -- torch modules ----------------------------------------------------------
 
-    def module_call(self, run: FunctionInterpreter, path: str, item: ClassType, node: ast.Call) -> bool:
+    def module_call(self, run: Interpreter, path: str, item: ClassType, node: ast.Call) -> bool:
         """Effects of calling a torch module (running statistics, dropout); True when the
         module is a dropout layer, whose forward needs no further interpretation."""
         if item.running_stats:
@@ -293,26 +291,26 @@ class LibraryCalls:
             return True
         return False
 
-    def inherited_forward(self, run: FunctionInterpreter, node: ast.Call, ancestors: list[str], short: str) -> None:
+    def inherited_forward(self, run: Interpreter, node: ast.Call, ancestors: list[str], short: str) -> None:
         """A project module whose forward is a torch base class's (a Dropout subclass)."""
         if any(torch_api.torch_class(a) in torch_api.TORCH_DROPOUT_MODULES for a in ancestors):
             self.dropout(run, node, short)
 
-    def torch_super_forward(self, run: FunctionInterpreter, node: ast.Call, path: str, ancestor: str) -> None:
+    def torch_super_forward(self, run: Interpreter, node: ast.Call, path: str, ancestor: str) -> None:
         """`super().forward(x)` reaching a torch norm class: its statistics update."""
         short = torch_api.torch_class(ancestor)
         if short in torch_api.TORCH_BATCH_NORM_MODULES:
             self.running_stats(run, node, path, short)
 
-    def dropout(self, run: FunctionInterpreter, node: ast.Call, short: str) -> None:
+    def dropout(self, run: Interpreter, node: ast.Call, short: str) -> None:
         run.add(TORCH_RANDOM, node, "module", callee=ast.unparse(node.func), module_class=short)
 
-    def running_stats(self, run: FunctionInterpreter, node: ast.AST, path: str, short: str) -> None:
+    def running_stats(self, run: Interpreter, node: ast.AST, path: str, short: str) -> None:
         run.add(RUNNING_STATS, node, "module", subject=path, module_class=short)
 
     # -- devices ----------------------------------------------------------------
 
-    def _explicit_device(self, run: FunctionInterpreter, device: ast.expr) -> str | None:
+    def _explicit_device(self, run: Interpreter, device: ast.expr) -> str | None:
         """How the code names a device other than an input's, or None (a dtype, `x.device`, a tensor)."""
         if isinstance(device, ast.Constant):
             return repr(device.value) if isinstance(device.value, str) else None
@@ -329,7 +327,7 @@ class LibraryCalls:
             return f"`{ast.unparse(device)}`" if "device" in device.attr.lower() else None
         return None
 
-    def own_device(self, run: FunctionInterpreter, base: Value, path: str) -> Value | None:
+    def own_device(self, run: Interpreter, base: Value, path: str) -> Value | None:
         """`obj.device` is where the region's tensors already are, unless obj's class chooses
         a device (`self.device = ...`): a tensor's device or a property giving a model's."""
         classes = run.analysis.classes
@@ -339,16 +337,6 @@ class LibraryCalls:
                 if info is not None and classes.attribute_assignments(info, "device"):
                     return None
         return Value(frozenset({LOCAL}), frozenset({SAME_DEVICE}), path=path)
-
-
-def constructed_rng(name: str, call: ast.Call) -> RngType | None:
-    """`random.Random(0)`, `np.random.default_rng()`: a generator object (seeded when given arguments)."""
-    seeded = bool(call.args or call.keywords)
-    if name in torch_api.PYTHON_RNG_CLASSES:
-        return RngType("python", seeded)
-    if name.startswith("numpy.random.") and torch_api.short_name(name) in torch_api.NUMPY_RNG_CONSTRUCTORS:
-        return RngType("numpy", seeded)
-    return None
 
 
 def _true_keyword(node: ast.Call, name: str) -> bool:
@@ -372,7 +360,7 @@ def _has_dropout(node: ast.Call) -> bool:
 
 
 def _computed_split_sizes(
-    run: FunctionInterpreter, op: collectives.CommunicationOp, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]
+    run: Interpreter, op: collectives.CommunicationOp, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]
 ) -> ast.expr | None:
     """The split-size argument of an all-to-all that the region computes (from `.tolist()` of
     a routing count, say), or None: split sizes that are None, literals, or come in from
@@ -390,7 +378,7 @@ def _computed_split_sizes(
     return None
 
 
-def _literal_sizes(run: FunctionInterpreter, expression: ast.expr) -> bool:
+def _literal_sizes(run: Interpreter, expression: ast.expr) -> bool:
     """`[4, 4]`, `[n] * 2` with literals, or a local name only ever bound to such a display."""
     if isinstance(expression, ast.Name):
         bindings = run.module.lookup(run.scope, expression.id)

@@ -15,16 +15,22 @@ counts as tracked, precision first.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from ckptlint.analysis.regions.resolve import RegionEntry, RunningStatsRegion
+from ckptlint.analysis.regions.summary import UntrackedOutput
+from ckptlint.analysis.semantics.evaluator import TypeInference
+from ckptlint.analysis.semantics.values import ClassObjectType
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE
 from ckptlint.classes import ClassIndex
-from ckptlint.analysis.semantics.evaluator import TypeInference
-from ckptlint.analysis.regions.resolve import RegionEntry, RunningStatsRegion
-from ckptlint.analysis.semantics.values import ClassObjectType
-from ckptlint.symbols import CLASS, ModuleSymbols, Scope, parameter_default, positional_parameters
+from ckptlint.symbols import (
+    CLASS,
+    ModuleSymbols,
+    Scope,
+    parameter_default,
+    positional_parameters,
+)
 
 # bases whose instances hold tensors as items or fields, out of autograd.Function's sight
 _MAPPING_BASES = frozenset(
@@ -33,17 +39,6 @@ _MAPPING_BASES = frozenset(
      "diffusers.utils.outputs.BaseOutput", "diffusers.utils.BaseOutput"}
 )  # fmt: skip
 _DATACLASS = frozenset({"dataclass", "dataclasses.dataclass"})
-
-
-@dataclass(frozen=True)
-class UntrackedOutput:
-    """A region all of whose reachable returns hand reentrant checkpoint an untracked container."""
-
-    region: str  # `Transformer2DModel.forward`
-    container: str  # `Transformer2DModelOutput`, `dict`
-    path: str  # the region's file, as displayed
-    line: int  # the return
-    defaulted: tuple[str, ...] = ()  # parameters left at their default that chose that return (`return_dict`)
 
 
 class RegionOutputs:

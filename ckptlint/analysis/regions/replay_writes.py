@@ -1,24 +1,33 @@
-"""Which writes a replay repeats with a different effect: the hazard principle, as bookkeeping.
+"""Which writes a replay repeats with a different effect: the hazard principle, as policy and bookkeeping.
 
 A replay re-runs the region's writes. Accumulating writes (`append`, `+=`, `pop`, in-place
 ops) add to what the forward did; a plain store (`self.x = v`, `d[k] = v`, `global g; g = v`)
 puts back the value the forward put there, so it changes nothing unless the region read that
 state before writing it in the same run (the replay reads the forward's write), or the value
 depends on something that differs between forward and replay (a Python or NumPy draw, the
-clock, state changed elsewhere). `WriteTracker` keeps, for one run of one function, what it
-read and wrote of state that outlives the region, in order, so the interpreter can tell the
-two apart, and so a guard that closes itself (`if self.pad is None: self.pad = ...`) can
-excuse what it sets once.
+clock, state changed elsewhere).
+
+- `WriteTracker` keeps, for one run of one function, what it read and wrote of state that
+  outlives the region, in order, so the two can be told apart, and so a guard that closes
+  itself (`if self.pad is None: self.pad = ...`) can excuse what it sets once.
+- `mutate`, `store`, `store_item`, `assign_attribute`, `rebind` are the policy: which effect
+  a write is (CKP202 module-level state, CKP203 another outliving object, CKP204 tensor
+  state; an accumulation, a read-before-write or a volatile store) or none. They are
+  functions of the interpreter (`Writer`), not an object it holds: the analysis runs with the
+  cyclic garbage collector off, and a helper pointing back at its interpreter is a cycle.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
+from ckptlint.analysis.regions import binding
+from ckptlint.analysis.regions.mutability import Mutability, dotted_path, lazy_initialised_names, set_once_or_restored
+from ckptlint.analysis.regions.protocol import Analyses, Interpreter
 from ckptlint.analysis.regions.summary import GLOBAL_STATE, OUTER_STATE, TENSOR_STATE, Effect, PendingStore, StateKey, Summary
-from ckptlint.analysis.semantics.values import GRAD_MODE, ClassType, Value, Volatility
+from ckptlint.analysis.semantics.values import GLOBAL, GRAD_MODE, INPUT, ClassType, ContainerType, Value, Volatility
 from ckptlint.syntax import walk
 
 WRITE_KINDS = frozenset({GLOBAL_STATE, OUTER_STATE, TENSOR_STATE})
@@ -187,3 +196,155 @@ def body_rebinds(body: Sequence[ast.stmt], bound_before: Iterable[str]) -> bool:
 
 def with_chain(store: PendingStore, name: str) -> PendingStore:
     return replace(store, effect=replace(store.effect, chain=(name, *store.effect.chain)))
+
+
+# -- the write policy ------------------------------------------------------------
+
+
+class _TensorAttributes(Analyses, Protocol):
+    """The analyses, also asked which class attributes hold tensors."""
+
+    @property
+    def mutability(self) -> Mutability: ...
+
+
+class Writer(Interpreter, Protocol):
+    """The interpreter as its write policy sees it: also its run's log, and which class
+    attributes hold tensors (a write to one is CKP204)."""
+
+    tracker: WriteTracker
+
+    @property
+    def analysis(self) -> _TensorAttributes: ...
+
+
+def mutate(run: Writer, target: Value, node: ast.AST, action: str, tensor: bool = False) -> None:
+    """`target` is changed in place or added to by `node` (`append`, `+=`, `.add_()`): a
+    hazard when it outlives the region, since the replay adds to the forward's result."""
+    if not target.outlives_region:
+        return
+    run.tracker.accumulate(state_keys(target))
+    run.tracker.accumulate(("global", name) for name in target.global_names)
+    run.record(write_effect(run, target, node, "mutation", tensor, action=action))
+
+
+def store(run: Writer, target: Value, node: ast.AST, action: str, value: Value, what: str = "a value") -> None:
+    """A plain store into `target` (`self.x = v`, `d[k] = v`): the replay stores again, which
+    changes something only if this run read the state first or the value is unstable."""
+    if not target.outlives_region:
+        return
+    tracker = run.tracker
+    keys = state_keys(target)
+    if _is_tensor_state(run, target):  # buffer reassignment stays CKP204
+        tracker.store(keys, stable=True)
+        run.record(write_effect(run, target, node, "mutation", False, action=action))
+        return
+    reasons = tracker.unstable_reasons(value)
+    if tracker.read_before_written(keys):
+        tracker.store(keys, stable=False)
+        run.record(write_effect(run, target, node, "read-before-write", False, action=action))
+    elif reasons:
+        tracker.store(keys, stable=False)
+        text = "; ".join(reason.text for reason in reasons)
+        run.record(write_effect(run, target, node, "volatile-store", False, action=action, what=what, reasons=text))
+    else:
+        if tracker.first_write(keys):  # a caller that read this state first makes it a hazard
+            tracker.pending.append(PendingStore(keys, write_effect(run, target, node, "read-before-write", False, action=action)))
+        tracker.store(keys, stable=True)
+
+
+def store_item(run: Writer, target: ast.Subscript, base: Value, key: Value, value: Value) -> None:
+    """`base[key] = value`: a keyed memo fills once; into a tensor it is in place; a store
+    under an unstable key is volatile whatever the value."""
+    if dotted_path(target.value) in lazy_initialised_names(run.scope.node):
+        run.tracker.store(state_keys(base), stable=True)
+    elif input_tensor(base):
+        mutate(run, base, target, "item assignment into", tensor=True)
+    elif run.tracker.unstable_reasons(key):
+        store(run, base, target, "stores an item in", key, what="under a key")
+    else:
+        store(run, base, target, "stores an item in", value)
+
+
+def assign_attribute(run: Writer, target: ast.Attribute, base: Value, value: Value) -> None:
+    """`base.attr = value` in the code: unless set behind a "done" flag, saved and put back,
+    or converted into itself (the replay leaves it as the forward did), a plain store."""
+    once = isinstance(target.value, ast.Name) and f"{target.value.id}.{target.attr}" in set_once_or_restored(run.scope.node)
+    if once:
+        run.tracker.store(state_keys(attribute_target(run, base, target.attr)), stable=True)
+    else:
+        store_attribute(run, base, target.attr, target, "assigns", value)
+
+
+def store_attribute(run: Writer, base: Value, attribute: str, node: ast.AST, action: str, value: Value) -> None:
+    """`base.attribute = value` (also `setattr(base, "attribute", value)`)."""
+    store(run, attribute_target(run, base, attribute), node, action, value)
+
+
+def rebind(run: Writer, target: ast.Name, key: StateKey, value: Value, variant: str, accumulating: bool) -> None:
+    """`global g; g = v` or `nonlocal n; n = v`: CKP202 when the replay's rebinding differs."""
+    name = target.id
+    if key[0] == "global" and name in set_once_or_restored(run.scope.node):  # behind `if _READY: return`
+        run.tracker.store([key], stable=True)
+        return
+    if accumulating:
+        run.tracker.accumulate([key])
+        run.add(GLOBAL_STATE, target, variant, name=name)
+        return
+    subject = Value(frozenset({GLOBAL + name}), path=name)
+    store(run, subject, target, "rebinds", value, what="to a value")
+
+
+def write_effect(run: Writer, target: Value, node: ast.AST, variant: str, tensor: bool, **facts: str) -> Effect:
+    """The effect a write to `target` is reported as: module-level state (CKP202), tensor
+    state (CKP204) or another outliving object (CKP203)."""
+    subject = f"`{target.path}`" if target.path else "an object"
+    if target.global_names:
+        kind, extra = GLOBAL_STATE, {}
+    elif tensor or _is_tensor_state(run, target):
+        kind, extra = TENSOR_STATE, {"tensor_kind": _tensor_kind(run, target)}
+    else:
+        kind, extra = OUTER_STATE, {}
+    return Effect(kind, run.module, node, variant, tuple({**facts, **extra, "subject": subject}.items()))
+
+
+def attribute_target(run: Writer, base: Value, attribute: str) -> Value:
+    """`base.attribute` as something written to (whatever its type)."""
+    classes = run.analysis.classes
+    owners = sorted(t.name for t in base.types if isinstance(t, ClassType) and classes.by_name(t.name))
+    path = f"{base.path}.{attribute}" if base.path else attribute
+    if not owners:
+        return Value(base.origins, path=path)
+    run.tracker.written.update((owner, attribute) for owner in owners[1:])
+    return Value(base.origins, path=path, attribute=(owners[0], attribute))
+
+
+def input_tensor(value: Value) -> bool:
+    """A tensor, or an input without a non-tensor annotation (checkpoint inputs are tensors)."""
+    if binding.TENSOR in value.types:
+        return True
+    if value.types & binding.SCALAR_TYPES:
+        return False
+    if any(isinstance(t, ContainerType) for t in value.types):
+        return False
+    return INPUT in value.origins and not value.types
+
+
+def _is_tensor_state(run: Writer, value: Value) -> bool:
+    if value.attribute is not None and _is_buffer_or_parameter(run, value.attribute):
+        return True
+    return binding.TENSOR in value.types
+
+
+def _tensor_kind(run: Writer, value: Value) -> str:
+    if value.attribute is not None and _is_buffer_or_parameter(run, value.attribute):
+        return "buffer/parameter"
+    if INPUT in value.origins:
+        return "input"
+    return "tensor"
+
+
+def _is_buffer_or_parameter(run: Writer, attribute: tuple[str, str]) -> bool:
+    class_name, name = attribute
+    info = run.analysis.classes.by_name(class_name)
+    return info is not None and name in run.analysis.mutability.tensor_attributes(info)

@@ -13,18 +13,34 @@ import ast
 from dataclasses import dataclass, replace
 
 from ckptlint.analysis.knowledge import torch_api
-from ckptlint.syntax import walk
+from ckptlint.analysis.regions.summary import Context, Facts, approximation_note
+from ckptlint.analysis.regions.training_step import CHECKPOINT_KEYWORDS, false_arguments
+from ckptlint.analysis.semantics.call_sites import ParameterArguments
+from ckptlint.analysis.semantics.evaluator import TypeInference
+from ckptlint.analysis.semantics.known_truth import false_value
+from ckptlint.analysis.semantics.values import (
+    INPUT,
+    OUTER,
+    ClassType,
+    ContainerType,
+    FunctionType,
+    Types,
+    Value,
+    element_types,
+    ordered,
+)
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, MODULES
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.analysis.regions.summary import Context, Facts, approximation_note
-from ckptlint.analysis.semantics.evaluator import TypeInference, display_name
-from ckptlint.analysis.semantics.known_truth import false_value
-from ckptlint.analysis.regions.training_step import CHECKPOINT_KEYWORDS, false_arguments
-from ckptlint.analysis.semantics.call_sites import ParameterArguments
-from ckptlint.symbols import MODULE, PARAM, ModuleSymbols, Scope, positional_parameters
-from ckptlint.analysis.semantics.values import Types
-from ckptlint.analysis.semantics.values import CONST, INPUT, OUTER, ClassType, ContainerType, FunctionType, Value, element_types, ordered
+from ckptlint.symbols import (
+    MODULE,
+    PARAM,
+    ModuleSymbols,
+    Scope,
+    display_name,
+    positional_parameters,
+)
+from ckptlint.syntax import walk
 
 
 @dataclass(frozen=True, eq=False)

@@ -112,3 +112,14 @@ class Summary:
 
 
 EMPTY_SUMMARY = Summary()
+
+
+@dataclass(frozen=True)
+class UntrackedOutput:
+    """A region all of whose reachable returns hand reentrant checkpoint an untracked container."""
+
+    region: str  # `Transformer2DModel.forward`
+    container: str  # `Transformer2DModelOutput`, `dict`
+    path: str  # the region's file, as displayed
+    line: int  # the return
+    defaulted: tuple[str, ...] = ()  # parameters left at their default that chose that return (`return_dict`)

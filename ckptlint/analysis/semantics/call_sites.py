@@ -9,9 +9,9 @@ to nothing, as before).
 
 from __future__ import annotations
 
-from ckptlint.passed_arguments import passed_arguments
 from ckptlint.analysis.semantics.evaluator import TypeInference
 from ckptlint.analysis.semantics.values import Type, Types
+from ckptlint.passed_arguments import passed_arguments
 from ckptlint.symbols import ModuleSymbols, Scope
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from ckptlint.classes import ClassInfo
 from ckptlint.analysis.semantics.registries import NO_KEY
 from ckptlint.analysis.semantics.values import LiteralType, Types
+from ckptlint.classes import ClassInfo
 from ckptlint.symbols import ModuleSymbols, Scope
 
 EMPTY: Types = frozenset()

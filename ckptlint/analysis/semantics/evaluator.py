@@ -14,18 +14,12 @@ import ast
 from dataclasses import replace
 from typing import Callable, Iterable
 
-from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.knowledge import torch_api
+from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.config_fields import field_keys
-from ckptlint.analysis.semantics.modules import ModuleConstruction, name_pattern
-from ckptlint.analysis.regions.library_calls import constructed_rng
-from ckptlint.analysis.flow.dict_writes import DictWrites, dict_writes
-from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.passed_arguments import passed_arguments
-from ckptlint.project import Project
-from ckptlint.symbols import ASSIGN, CLASSDEF, DEF, IMPORT, LOOP, OTHER, PARAM, UNPACK, Binding, ModuleSymbols, Scope, parameter_default, positional_parameters
-from ckptlint.syntax import walk
-from ckptlint.analysis.semantics.values import Type, Types, ordered
+from ckptlint.analysis.semantics.module_structure import ModuleStructure
+from ckptlint.analysis.semantics.modules import ModuleConstruction
+from ckptlint.analysis.semantics.protocol import EMPTY, Passed
 from ckptlint.analysis.semantics.values import (
     OUTER,
     ClassObjectType,
@@ -33,20 +27,41 @@ from ckptlint.analysis.semantics.values import (
     ContainerType,
     FunctionType,
     KeyedType,
-    LiteralType,
     TupleType,
+    Type,
+    Types,
     Value,
+    constructed_rng,
     element_types,
     unpacked_types,
 )
+from ckptlint.analysis.semantics.zoo import ZooChoices
+from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.passed_arguments import passed_arguments
+from ckptlint.project import Project
+from ckptlint.symbols import (
+    ASSIGN,
+    CLASSDEF,
+    DEF,
+    IMPORT,
+    LOOP,
+    OTHER,
+    PARAM,
+    UNPACK,
+    Binding,
+    ModuleSymbols,
+    Scope,
+    display_name,
+    parameter_default,
+    positional_parameters,
+)
 
 MAX_DEPTH = 24
-MAX_CONTEXTS = 8  # argument-dependent evaluations of one function; beyond, its context-free result
-EMPTY: Types = frozenset()
-Passed = tuple[tuple[str, Types], ...]  # what a call passes to the parameters that choose what is built
 
 
-class TypeInference:
+class TypeInference(ModuleStructure, ZooChoices):
+    """Types of expressions across the project; `module_structure.py` and `zoo.py` are its plugins."""
+
     def __init__(self, project: Project, classes: ClassIndex):
         self.project = project
         self.classes = classes
@@ -54,22 +69,22 @@ class TypeInference:
         self._returns: dict[int, list[ast.expr]] = {}
         self._return_types: dict[int, Types] = {}
         self._binding_types: dict[int, Types] = {}
-        self._growth: dict[int, dict[tuple[int, str], list[tuple[ast.Call, Scope]]]] = {}
+        self._growth = {}
         self._instance_attributes: dict[tuple[ClassType, str], Types] = {}
-        self._writes: dict[int, tuple[dict[str, list[ast.expr]], dict[str, list[tuple[str, ast.expr]]]]] = {}
+        self._writes = {}
         self.construction = ModuleConstruction(classes)
-        self._dynamic_lookups: set[tuple[str, object]] = set()  # `getattr(self, name)` lookups in progress
+        self._dynamic_lookups = set()  # `getattr(self, name)` lookups in progress
         # argument-dependent evaluation (`build_norm_layer(dict(type='GN'), c)`, `make_layer(Block, 3)`):
         # the arguments each function scope is being evaluated with, and memos keyed by them
-        self._env: dict[int, dict[str, Types]] = {}
+        self._env = {}
         self._env_binding_types: dict[tuple[int, tuple[object, ...]], Types] = {}
-        self._env_returns: dict[tuple[int, tuple[object, ...]], Types] = {}
-        self._contexts: dict[int, int] = {}
+        self._env_returns = {}
+        self._contexts = {}
         self._configured_attributes: dict[tuple[int, str, Passed], Types] = {}
-        self._registrations: dict[int, list[tuple[str, str, str]]] = {}
-        self._choosing: dict[int, frozenset[str]] = {}
-        self._registering: dict[str, bool] = {}
-        self._dict_writes: dict[int, DictWrites | None] = {}  # by the name a call unpacks (`**ba`)
+        self._registrations = {}
+        self._choosing = {}
+        self._registering = {}
+        self._dict_writes = {}  # by the name a call unpacks (`**ba`)
 
     # -- expressions ----------------------------------------------------------
 
@@ -90,13 +105,13 @@ class TypeInference:
                 return base
             if any(isinstance(t, KeyedType) for t in base):  # `NORM_LAYERS[cfg['type']]`
                 key = self.types(expr.slice, module, scope, depth + 1)
-                return registries.lookup(base, key, self._builder(scope, expr.value))
+                return registries.lookup(base, key, self.builder(scope, expr.value))
             return element_types(base)
         if isinstance(expr, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in expr.elts):
             positions = tuple(self.types(e, module, scope, depth + 1) for e in expr.elts)
             return frozenset({TupleType(positions), ContainerType(torch_api.SEQUENCE, frozenset().union(*positions))})
         if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
-            return frozenset({ContainerType(torch_api.SEQUENCE, self._elements(expr.elts, module, scope, depth))})
+            return frozenset({ContainerType(torch_api.SEQUENCE, self.elements_types(expr.elts, module, scope, depth))})
         if isinstance(expr, ast.Dict):
             each = [self.types(v, module, scope, depth + 1) for v in expr.values]
             values = frozenset().union(*each)
@@ -122,7 +137,7 @@ class TypeInference:
             return self.types(expr.value, module, scope, depth + 1)
         return EMPTY
 
-    def _elements(self, elements: Iterable[ast.expr], module: ModuleSymbols, scope: Scope, depth: int) -> Types:
+    def elements_types(self, elements: Iterable[ast.expr], module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         found: set[Type] = set()
         for element in elements:
             found.update(self.types(element, module, scope, depth + 1))
@@ -131,7 +146,7 @@ class TypeInference:
     def _call_types(self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr in registries.ALL_METHODS:
-            chosen = self._choice_method(call, func, module, scope, depth)
+            chosen = self.choice_method(call, func, module, scope, depth)
             if chosen is not None:
                 return chosen
         name = self.qualified_name(call.func, module, scope)
@@ -140,99 +155,13 @@ class TypeInference:
             if known is not None:
                 return known
         if isinstance(call.func, ast.Attribute):
-            known = self._module_method(call, call.func, module, scope, depth)
+            known = self.module_method(call, call.func, module, scope, depth)
             if known is not None:
                 return known
         results: set[Type] = set()
         for callee in self.types(call.func, module, scope, depth + 1):
             results.update(self.call_result(callee, call, module, scope, depth + 1))
         return frozenset(results)
-
-    def _module_method(self, call: ast.Call, func: ast.Attribute, module: ModuleSymbols, scope: Scope, depth: int) -> Types | None:
-        """`Block().to(device)` is the Block; `m.children()`, `m.named_modules()`, `d.values()`,
-        `d.items()`, `m.get_submodule("a.b")` give its registered modules; None: another method."""
-        if func.attr not in MODULE_METHODS:
-            return None
-        return self.module_method_types(func.attr, self.types(func.value, module, scope, depth + 1), call.args[0] if call.args else None)
-
-    def module_method_types(self, method: str, base: Types, first_argument: ast.expr | None) -> Types | None:
-        """What an `nn.Module` method in MODULE_METHODS returns on values of types `base`."""
-        if any(self._defines_method(t, method) for t in base):
-            return None  # the project class's own method
-        if method in torch_api.MODULE_RETURNING_METHODS:
-            return base if any(self.construction.is_module(t) for t in base) else None
-        if method == "get_submodule":
-            return self.submodule_types(base, first_argument)
-        if method in ("values", "items"):
-            elements = element_types(base)
-        elif method in torch_api.CHILDREN_METHODS:
-            elements = self.children_types(base)
-        else:
-            elements = self.construction.descendants(self, base)
-        if method in ("items", "named_children", "named_modules"):
-            return frozenset({ContainerType(torch_api.SEQUENCE, frozenset({TupleType((EMPTY, elements))}))})
-        return frozenset({ContainerType(torch_api.SEQUENCE, elements)})
-
-    def _defines_method(self, item: Type, method: str) -> bool:
-        if not isinstance(item, ClassType):
-            return False
-        info = self.classes.by_name(item.name)
-        return info is not None and self.classes.find_method(info, method) is not None
-
-    def children_types(self, base: Types) -> Types:
-        """`children()` of values of these types: a container's elements, a class's registered modules."""
-        found: set[Type] = set(element_types(base))
-        for item in base:
-            if isinstance(item, ClassType):
-                info = self.classes.by_name(item.name)
-                if info is not None:
-                    found.update(self.construction.children(self, info))
-        return frozenset(found)
-
-    def submodule_types(self, base: Types, path: ast.expr | None) -> Types:
-        """`get_submodule("encoder.layers")`: the attribute chain; any registered module when the path is computed."""
-        if not (isinstance(path, ast.Constant) and isinstance(path.value, str)):
-            return self.construction.descendants(self, base)
-        current = base
-        for part in path.value.split("."):
-            if part.isdigit():
-                current = element_types(current)
-                continue
-            current = self.member_types(current, part)
-        return current
-
-    def member_types(self, base: Types, attribute: str) -> Types:
-        """`base.attribute` for instances of project classes (with their constructor arguments)."""
-        found: set[Type] = set()
-        for item in base:
-            if isinstance(item, ClassType):
-                found.update(self.instance_attribute_types(item, attribute))
-            elif isinstance(item, ContainerType) and item.kind == torch_api.MAPPING:
-                found.update(item.elements)  # `self.heads.cls` on a ModuleDict
-        return frozenset(found)
-
-    def dynamic_attribute_types(self, base: Types, name: ast.expr) -> Types:
-        """`getattr(self, f"layer{i}")`, `getattr(self, name)`: every registered module and
-        module attribute whose name can match."""
-        pattern = name_pattern(name)
-        found: set[Type] = set()
-        for item in base:
-            if not isinstance(item, ClassType):
-                continue
-            info = self.classes.by_name(item.name)
-            key = (item.name, pattern)
-            if info is None or key in self._dynamic_lookups:
-                continue  # a module registered from a getattr on its own class (transformers' Trainer): no new types
-            self._dynamic_lookups.add(key)
-            try:
-                found.update(self.construction.added_types(self, info, pattern))
-                for cls in self.classes.mro(info):
-                    for attribute in sorted({*cls.attribute_assignments, *cls.class_level_annotations}):
-                        if isinstance(pattern, tuple) and pattern_matches(attribute, pattern):
-                            found.update(t for t in self.instance_attribute_types(item, attribute) if self.construction.is_module(t))
-            finally:
-                self._dynamic_lookups.discard(key)
-        return frozenset(found)
 
     def call_result(self, callee: Type, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         """The types calling a value of type `callee` gives."""
@@ -252,11 +181,11 @@ class TypeInference:
             if callee_scope is None:
                 return EMPTY
             bound = self._bind_call_types(callee_scope, call, module, scope, depth)
-            passed = self._passed(callee_module, callee_scope, callee.receiver is not None, call, module, scope, depth)
+            passed = self.passed(callee_module, callee_scope, callee.receiver is not None, call, module, scope, depth)
             if passed:
-                returned = self._returned_types_with(callee_module, callee_scope, passed)
+                returned = self.returned_types_with(callee_module, callee_scope, passed)
             else:
-                returned = self._returned_types(callee_module, callee_scope)
+                returned = self.returned_types(callee_module, callee_scope)
             found: set[Type] = set()
             for item in returned:
                 if isinstance(item, FunctionType) and bound and item.node is not None:
@@ -307,7 +236,7 @@ class TypeInference:
             elements = self.container_elements(kind, call.args, module, scope, depth)
             return frozenset({ContainerType(kind, elements), ClassType(name)})
         if name == "builtins.getattr" and len(call.args) >= 2:
-            named = self._getattr_of_module(call, module, scope, depth)  # `getattr(nn, 'LayerNorm')`
+            named = self.getattr_of_module(call, module, scope, depth)  # `getattr(nn, 'LayerNorm')`
             if named is not None:
                 return named
             base = self.types(call.args[0], module, scope, depth + 1)
@@ -316,7 +245,7 @@ class TypeInference:
                 return self.member_types(base, attribute.value)
             return self.dynamic_attribute_types(base, attribute)
         if name in torch_api.PYTHON_CONTAINER_CALLS:
-            return self._container_call(name, call, module, scope, depth)
+            return self.container_call(name, call, module, scope, depth)
         if name in ("copy.copy", "copy.deepcopy") and call.args:
             return self.types(call.args[0], module, scope, depth + 1)
         if name in ("builtins.enumerate", "builtins.reversed", "builtins.iter", "builtins.sorted"):
@@ -346,7 +275,7 @@ class TypeInference:
         the modules it passes to the constructor (`arguments`), and seen as the container it is
         when the class derives from a torch container."""
         if module is not None and scope is not None:
-            item = self._configured_instance(class_name, call, module, scope, depth, built_by)
+            item = self.configured_instance(class_name, call, module, scope, depth, built_by)
         else:
             item = replace(self.instance(class_name, call), built_by=built_by)
         info = self.classes.by_name(class_name)
@@ -361,304 +290,7 @@ class TypeInference:
 
     def instance(self, class_name: str, call: ast.Call | None) -> ClassType:
         """An instance of the class, noting whether it is a norm that updates running statistics."""
-        return ClassType(class_name, self._has_running_stats(class_name, call))
-
-    def _has_running_stats(self, class_name: str, call: ast.Call | None) -> bool:
-        short = torch_api.torch_class(class_name)
-        if short is None:
-            info = self.classes.by_name(class_name)
-            if info is None or self._defines(info, "forward"):
-                return False
-            short = next(
-                (torch_api.torch_class(a) for a in self.classes.ancestors(info) if isinstance(a, str) and torch_api.torch_class(a)),
-                None,
-            )
-            if short is None:
-                return False
-        track = _keyword_constant(call, "track_running_stats")
-        if short in torch_api.TORCH_BATCH_NORM_MODULES:
-            return track is not False
-        if short in torch_api.TORCH_INSTANCE_NORM_MODULES:
-            return track is True
-        return False
-
-    def _defines(self, info: ClassInfo, method: str) -> bool:
-        return any(cls.method(method) is not None for cls in self.classes.mro(info))
-
-    # -- construction: what builders, registries and config choose ---------------
-
-    def _container_call(self, name: str, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
-        """`list(...)`, `dict(...)`: elements; `dict(type='BN')` and `dict(cfg)` also keep their keys."""
-        kind = torch_api.PYTHON_CONTAINER_CALLS[name]
-        elements: set[Type] = set()
-        keyed: set[Type] = set()
-        for argument in call.args:
-            given = self.types(argument, module, scope, depth + 1)
-            elements.update(element_types(given))
-            keyed.update(t for t in given if isinstance(t, KeyedType))
-        if name == "builtins.dict" and call.keywords and not call.args:
-            pairs = [(k.arg, self.types(k.value, module, scope, depth + 1)) for k in call.keywords if k.arg is not None]
-            keyed.add(registries.keyed(pairs))
-            elements.update(t for _, types in pairs for t in types)
-        return frozenset({ContainerType(kind, frozenset(elements)), *keyed})
-
-    def _getattr_of_module(self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Types | None:
-        """`getattr(nn, 'LayerNorm')`: the class each literal name names; None when the first
-        argument is not a module, or the name is not known (then nothing is assumed)."""
-        owner = call.args[0]
-        if not isinstance(owner, (ast.Name, ast.Attribute)):
-            return None
-        binding = module.binding(scope, owner.id, owner.lineno) if isinstance(owner, ast.Name) else None
-        if isinstance(owner, ast.Name) and (binding is None or binding.kind != IMPORT):
-            return None
-        prefix = self.qualified_name(owner, module, scope)
-        names = registries.keys(self.types(call.args[1], module, scope, depth + 1))
-        if prefix is None or names is None:
-            return None
-        found: set[Type] = set()
-        for name in sorted(names):
-            found.update(self._global_types(f"{prefix}.{name}", depth + 1))
-        return frozenset(found)
-
-    def _choice_method(self, call: ast.Call, func: ast.Attribute, module: ModuleSymbols, scope: Scope, depth: int) -> Types | None:
-        """`MODELS.build(cfg)`, `cfg.get('type')`, `cfg.copy()`, `name.lower()`; None: not one of those."""
-        method = func.attr
-        if method in registries.REGISTRY_METHODS:
-            registered = self._registered(func.value, module, scope)
-            if registered:
-                return self._registry_call(func, registered, call, module, scope, depth)
-        if method not in registries.KEYED_METHODS and method not in registries.STRING_METHODS:
-            return None
-        base = self.types(func.value, module, scope, depth + 1)
-        if method in registries.STRING_METHODS:
-            return registries.string_method_call(base, method, call.args)
-        if not any(isinstance(t, KeyedType) for t in base):
-            return None
-        if method == "copy":
-            return base
-        if not call.args:
-            return None
-        found = registries.lookup(base, self.types(call.args[0], module, scope, depth + 1), self._builder(scope, func.value))
-        if len(call.args) > 1:
-            found |= self.types(call.args[1], module, scope, depth + 1)
-        return found
-
-    def _registered(self, registry: ast.expr, module: ModuleSymbols, scope: Scope) -> dict[str, list[str]] | None:
-        """Classes registered with `@REG.register_module()` under each key, for a module-level
-        registry object `REG`: found in its own module, the calling module and the modules it imports."""
-        if not isinstance(registry, (ast.Name, ast.Attribute)):
-            return None
-        name = self.qualified_name(registry, module, scope)
-        found = self.project.global_binding(name) if name else None
-        if found is None or found[1].kind != ASSIGN or not isinstance(found[1].value, ast.Call):
-            return None
-        defining, _ = found
-        modules = [defining, module]
-        for imported in module.imported:
-            if self._may_register(imported):
-                other = self.project.module_named(imported)
-                if other is not None:
-                    modules.append(other)
-        registered: dict[str, list[str]] = {}
-        seen: set[int] = set()
-        for other in modules:
-            if id(other) in seen:
-                continue
-            seen.add(id(other))
-            for target, key, class_name in self._module_registrations(other):
-                if target == name:
-                    registered.setdefault(key, []).append(class_name)
-        return registered or None
-
-    def _may_register(self, module_name: str) -> bool:
-        """Whether a project module's text can hold a registration (read, not parsed, to decide)."""
-        cached = self._registering.get(module_name)
-        if cached is None:
-            path = self.project.module_path(module_name) if self.project.is_project_name(module_name) else None
-            try:
-                if path is None:
-                    cached = False
-                else:  # an editor's unsaved buffer is parsed to find out
-                    cached = self.project.has_overlay(path) or any(f".{m}".encode() in path.read_bytes() for m in registries.REGISTER_METHODS)
-            except OSError:
-                cached = False
-            self._registering[module_name] = cached
-        return cached
-
-    def _module_registrations(self, module: ModuleSymbols) -> list[tuple[str, str, str]]:
-        """(registry, key, class) for each `@REG.register_module()` class of a module, memoised."""
-        cached = self._registrations.get(id(module))
-        if cached is None:
-            cached = []
-            for target, scope, key, node in registries.registrations(module):
-                registry = self.qualified_name(target, module, scope)
-                if registry is not None:
-                    cached.append((registry, key, module.defined_name(scope, node.name)))
-            self._registrations[id(module)] = cached
-        return cached
-
-    def _registry_call(
-        self, func: ast.Attribute, registered: dict[str, list[str]], call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int
-    ) -> Types:
-        """`REG.build(dict(type='X', ...))` builds X; `REG.get('X')` is the class X; an unknown key, any of them."""
-        argument = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("cfg", "name", "key")), None)
-        given = self.types(argument, module, scope, depth + 1) if argument is not None else EMPTY
-        building = func.attr != "get" and func.attr != "get_module"
-        key_types = frozenset().union(*(t.get("type") for t in given if isinstance(t, KeyedType))) if building else given
-        names = registries.keys(key_types)
-        chosen = sorted(names & registered.keys()) if names is not None else sorted(registered)
-        builder = "" if names is not None else f"{ast.unparse(func.value)}.{func.attr}"
-        classes = [ClassObjectType(c) for key in chosen for c in registered[key]]
-        if len({c.name for c in classes}) < 2:
-            builder = ""
-        if not building:
-            return frozenset(ClassObjectType(c.name, builder) for c in classes)
-        config = tuple(sorted((k, registries.choices(v)) for t in given if isinstance(t, KeyedType) for k, v in t.items if k != "type"))
-        found: set[Type] = set()
-        for item in classes:
-            instance = self.instance(item.name, None)
-            found.add(replace(instance, config=config if self._choice_parameters_of(item.name, config) else (), built_by=builder))
-        return frozenset(found)
-
-    def _choice_parameters_of(self, class_name: str, config: Passed) -> bool:
-        info = self.classes.by_name(class_name)
-        init = self.classes.find_method(info, "__init__") if info is not None else None
-        return bool(config) and init is not None and all(name in _parameter_names(init[1]) for name, _ in config)
-
-    def _builder(self, scope: Scope, mapping: ast.expr) -> str:
-        return registries.builder_name(display_name(scope), ast.unparse(mapping))
-
-    def _configured_instance(
-        self, class_name: str, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int, built_by: str = ""
-    ) -> ClassType:
-        """An instance, with the constructor arguments that choose what it builds (its `config`)."""
-        item = self.instance(class_name, call)
-        info = self.classes.by_name(class_name) if call is not None else None
-        init = self.classes.find_method(info, "__init__") if info is not None else None
-        config = self._passed(init[0].module, init[1], True, call, module, scope, depth) if init is not None else ()
-        return replace(item, config=config, built_by=built_by) if config or built_by else item
-
-    def _passed(
-        self, callee_module: ModuleSymbols, callee_scope: Scope, has_receiver: bool, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int
-    ) -> Passed:
-        """What a call passes to the parameters that choose what the callee builds: arguments
-        carrying literals, config dicts or classes, and (as unknown) any argument given to a
-        parameter whose default is one. Empty for the common call, which chooses nothing."""
-        node = callee_scope.node
-        if call is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return ()
-        params = [a.arg for a in positional_parameters(node.args)][1 if has_receiver else 0 :]
-        keyword_only = {a.arg for a in node.args.kwonlyargs}
-        choosing = self._choice_defaults(callee_module, callee_scope)
-        passed: dict[str, Types] = {}
-        for name, argument in zip(params, call.args):
-            if isinstance(argument, ast.Starred):
-                break
-            types = self.types(argument, module, scope, depth + 1)
-            if name in choosing or registries.is_choice(types):
-                passed[name] = registries.choices(types)
-        named = {*params, *keyword_only}
-        given = [(k.arg, self.types(k.value, module, scope, depth + 1)) for k in call.keywords if k.arg in named]
-        for name, (types, may_miss) in self.unpacked_keywords(call, module, scope, depth, named).items():
-            binding = next((b for b in callee_scope.bindings.get(name, ()) if b.kind == PARAM), None)
-            if binding is not None:  # `Block(**ba)`: a key the call may miss may leave the default
-                default = parameter_default(binding) if may_miss else None
-                given.append((name, types | self.types(default, callee_module, callee_scope.parent or callee_scope, depth + 1)))
-        for name, types in given:
-            if name in choosing or registries.is_choice(types):
-                passed[name] = registries.choices(types)
-        return tuple(sorted(passed.items()))
-
-    def unpacked_keywords(
-        self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int, names: Iterable[str]
-    ) -> dict[str, tuple[Types, bool]]:
-        """What a call's `**ba` gives each of `names` its function writes (`ba['norm_layer'] = ...`,
-        `dict(k=v)`, `ba.update(k=v)`): the types, and whether the call may miss the key, so that
-        the parameter may keep its default (written under a branch, popped, or after a write that
-        can give any key). Keys no write names are left out: as under any unknown `**kwargs`,
-        their parameters keep their defaults."""
-        wanted = set(names)
-        found: dict[str, tuple[Types, bool]] = {}
-        for keyword in call.keywords:
-            if keyword.arg is not None or not isinstance(keyword.value, ast.Name):
-                continue
-            key = id(keyword.value)
-            if key not in self._dict_writes:
-                self._dict_writes[key] = dict_writes(module, scope, keyword.value)
-            writes = self._dict_writes[key]
-            if writes is None:
-                continue
-            values = {k: self._elements(v, module, scope, depth) for k, v in writes.values.items() if k in wanted}
-            sure, opaque = set(writes.sure), writes.opaque
-            for mapping, on_every_path, start in writes.merged:  # `ba.update(self.dd)`: the keys its type knows
-                keyed = [t for t in self.types(mapping, module, scope, depth + 1) if isinstance(t, KeyedType)]
-                opaque = opaque or (not keyed and not start)  # an unknown mapping merged later may give any key
-                for item in keyed:
-                    for k, types in item.items:
-                        if k in wanted:
-                            values[k] = values.get(k, EMPTY) | types
-                if on_every_path and len(keyed) == 1:
-                    sure.update(k for k, _ in keyed[0].items)
-            for k, types in values.items():
-                found[k] = (types, opaque or k not in sure or k in writes.removed)
-        return found
-
-    def _choice_defaults(self, module: ModuleSymbols, scope: Scope) -> frozenset[str]:
-        """Parameters whose default chooses what is built (`norm_cfg=dict(type='BN')`), memoised."""
-        cached = self._choosing.get(id(scope))
-        if cached is None:
-            node = scope.node
-            names: set[str] = set()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                args = node.args
-                positional = positional_parameters(args)
-                pairs = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
-                saved = self._env
-                self._env = {}
-                try:
-                    for parameter, default in pairs:
-                        if default is not None and registries.is_choice(self.types(default, module, scope.parent or scope)):
-                            names.add(parameter.arg)
-                finally:
-                    self._env = saved
-            cached = self._choosing[id(scope)] = frozenset(names)
-        return cached
-
-    def _returned_types_with(self, module: ModuleSymbols, scope: Scope, passed: Passed) -> Types:
-        """What a function returns when called with `passed` (and inside the evaluations that enclose it)."""
-        outer = {k: v for k, v in self._env.items() if k in _ancestor_ids(scope)}
-        if passed:
-            outer[id(scope)] = dict(passed)
-        env_key = _frozen_env(outer)
-        key = (id(scope), env_key)
-        cached = self._env_returns.get(key)
-        if cached is not None:
-            return cached
-        count = self._contexts.get(id(scope), 0)
-        if count >= MAX_CONTEXTS and not self._env_key(scope):
-            return self._returned_types(module, scope)
-        self._contexts[id(scope)] = count + 1
-        self._env_returns[key] = EMPTY
-        result = self._returns_in(module, scope, outer)
-        self._env_returns[key] = result
-        return result
-
-    def _env_key(self, scope: Scope) -> tuple[object, ...]:
-        """The arguments being evaluated with that `scope` (or a scope enclosing it) sees."""
-        env = self._env
-        found = []
-        current: Scope | None = scope
-        while current is not None:
-            passed = env.get(id(current))
-            if passed is not None:
-                found.append((id(current), tuple(sorted(passed.items()))))
-            current = current.parent
-        return tuple(found)
-
-    def _receiver_type(self, info: ClassInfo) -> ClassType:
-        """`self` in a method: configured like the instance being evaluated, if it is."""
-        passed = self._env.get(id(info.scope)) if self._env else None
-        return ClassType(info.qualified_name, config=tuple(sorted(passed.items()))) if passed else ClassType(info.qualified_name)
+        return ClassType(class_name, self.has_running_stats(class_name, call))
 
     # -- names ----------------------------------------------------------------
 
@@ -669,13 +301,13 @@ class TypeInference:
     def _name_types(self, expr: ast.Name, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         receiver = self.self_class(module, scope, expr.id)
         if receiver is not None:
-            item = self._receiver_type(receiver)
+            item = self.receiver_type(receiver)
             view = self.construction.container_view(self, item, None, None, None, depth)
             return frozenset({item} if view is None else {item, view})
         binding = module.binding(scope, expr.id, expr.lineno)
         if binding is None:
             star = module.star_target(expr.id)
-            return self._global_types(star, depth + 1) if star else EMPTY
+            return self.global_types(star, depth + 1) if star else EMPTY
         if binding.scope.kind == "module" or binding.kind in (IMPORT, CLASSDEF, DEF):
             return self.binding_types(module, binding, depth + 1)
         # inside a function, any of its assignments may be the one that ran (`if ...: block = A() else: block = B()`),
@@ -696,7 +328,7 @@ class TypeInference:
             passed = self._env.get(id(binding.scope))
             if binding.kind == PARAM and passed is not None and binding.name in passed:
                 return passed[binding.name]  # what the call being evaluated passes
-            env_key = self._env_key(binding.scope)
+            env_key = self.env_key(binding.scope)
             if env_key:
                 return self._binding_types_in_env(module, binding, env_key)
         key = id(binding)
@@ -726,16 +358,16 @@ class TypeInference:
             function_scope = module.scope_of.get(id(binding.node))
             return frozenset({self.function(module, function_scope)}) if function_scope else EMPTY
         if binding.kind == IMPORT and binding.target:
-            return self._global_types(binding.target, depth)
+            return self.global_types(binding.target, depth)
         if binding.kind in (ASSIGN, OTHER):
             found = set(self.types(binding.value, module, scope, depth + 1)) if binding.kind == ASSIGN else set()
-            grown = self._grown_elements(module, binding.scope, binding.name, depth)
+            grown = self.grown_elements(module, binding.scope, binding.name, depth)
             if grown is not None:  # a list or module container built up with append/extend/+=/[k] =
                 kinds = {t.kind for t in found if isinstance(t, ContainerType)} or {torch_api.SEQUENCE}
                 found = {t for t in found if not isinstance(t, ContainerType)}
                 found.update(ContainerType(kind, grown) for kind in kinds)
             if binding.kind == ASSIGN and _is_bare_module(binding.value, module, scope):  # `m = nn.Module(); m.bn = ...`
-                found = {self._bare_module(module, binding.scope, binding.name, depth)}
+                found = {self.bare_module(module, binding.scope, binding.name, depth)}
             return frozenset(found)
         if binding.kind == LOOP:
             return self._loop_types(binding, module, scope, depth)
@@ -748,71 +380,7 @@ class TypeInference:
             return self._parameter_types(binding, module, depth)
         return EMPTY
 
-    def _grown_elements(self, module: ModuleSymbols, scope: Scope, name: str, depth: int) -> Types | None:
-        """Element types of a list `name` that the scope builds: `[...]`, `.append(x)`, `+= [...]`."""
-        bindings = scope.bindings.get(name, [])
-        if not any(b.kind == ASSIGN and _is_container_start(b.value) for b in bindings):
-            return None
-        elements: set[Type] = set()
-        for b in bindings:
-            if b.kind == ASSIGN:
-                elements.update(element_types(self.types(b.value, module, scope, depth + 1)))
-            elif isinstance(b.node, ast.AugAssign):
-                elements.update(element_types(self.types(b.node.value, module, scope, depth + 1)))
-        for call, call_scope in self._growth_calls(module).get((id(scope), name), ()):
-            method = call.func.attr  # type: ignore[attr-defined]  # _growth_calls indexes `name.append(...)`-style calls only
-            if method == "append" and call.args:
-                elements.update(self.types(call.args[0], module, call_scope, depth + 1))
-            elif method == "insert" and len(call.args) > 1:
-                elements.update(self.types(call.args[1], module, call_scope, depth + 1))
-            elif method in ("extend", "update") and call.args:
-                elements.update(element_types(self.types(call.args[0], module, call_scope, depth + 1)))
-            elif method in ("add_module", "register_module") and len(call.args) > 1:
-                elements.update(self.types(call.args[1], module, call_scope, depth + 1))
-        for value in self._local_writes(scope)[0].get(name, ()):  # `blocks[key] = Block()`
-            elements.update(self.types(value, module, scope, depth + 1))
-        return frozenset(elements)
-
-    def _bare_module(self, module: ModuleSymbols, scope: Scope, name: str, depth: int) -> ClassType:
-        """A bare `nn.Module()` with the attributes the scope sets on it, kept as its `arguments`."""
-        attributes: dict[str, set[Type]] = {}
-        for attribute, value in self._local_writes(scope)[1].get(name, ()):
-            attributes.setdefault(attribute, set()).update(self.types(value, module, scope, depth + 1))
-        return ClassType(torch_api.BARE_MODULE, arguments=tuple((a, tuple(ordered(t))) for a, t in sorted(attributes.items())))
-
-    def _local_writes(self, scope: Scope) -> tuple[dict[str, list[ast.expr]], dict[str, list[tuple[str, ast.expr]]]]:
-        """`name[k] = value` and `name.attr = value` statements of a scope, by name (memoised)."""
-        cached = self._writes.get(id(scope))
-        if cached is None:
-            items: dict[str, list[ast.expr]] = {}
-            attributes: dict[str, list[tuple[str, ast.expr]]] = {}
-            for node in walk(scope.node) if scope.kind != "module" else ():
-                if isinstance(node, ast.Assign):
-                    for target in node.targets:
-                        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-                            items.setdefault(target.value.id, []).append(node.value)
-                        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-                            attributes.setdefault(target.value.id, []).append((target.attr, node.value))
-            cached = self._writes[id(scope)] = (items, attributes)
-        return cached
-
-    def _growth_calls(self, module: ModuleSymbols) -> dict[tuple[int, str], list[tuple[ast.Call, Scope]]]:
-        """`name.append(...)`-style calls of a module, by (scope owning the name, name)."""
-        index = self._growth.get(id(module))
-        if index is None:
-            index = {}
-            for call, scope in module.calls:
-                func = call.func
-                if isinstance(func, ast.Attribute) and func.attr in _GROWTH_METHODS and isinstance(func.value, ast.Name):
-                    owner: Scope | None = scope
-                    while owner is not None and func.value.id not in owner.bindings:
-                        owner = owner.parent
-                    if owner is not None:
-                        index.setdefault((id(owner), func.value.id), []).append((call, scope))
-            self._growth[id(module)] = index
-        return index
-
-    def _global_types(self, qualified_name: str, depth: int) -> Types:
+    def global_types(self, qualified_name: str, depth: int) -> Types:
         canonical = self.project.canonical_name(qualified_name)
         found = self.project.global_binding(canonical)
         if found is not None:
@@ -897,7 +465,7 @@ class TypeInference:
             return frozenset(found)
         name = self.qualified_name(expr, module, scope)
         if name is not None:
-            return self._global_types(name, depth + 1)
+            return self.global_types(name, depth + 1)
         return EMPTY
 
     def instance_attribute_types(self, item: ClassType, attribute: str) -> Types:
@@ -983,7 +551,7 @@ class TypeInference:
                 found.update(field_keys(cls, attribute, has_init, self.qualified_name))  # `norm_layer: str = 'layernorm'`
             method = cls.method(attribute)
             if method is not None:
-                found.add(self.function(cls.module, method, Value(frozenset({OUTER}), frozenset({self._receiver_type(info)}), path="self")))
+                found.add(self.function(cls.module, method, Value(frozenset({OUTER}), frozenset({self.receiver_type(info)}), path="self")))
         built = self.construction
         found.update(built.added_types(self, info, attribute, computed=False, bound=bound))  # `self.add_module("norm", m)`
         if not found:  # registered under a name computed at run time: it may be this one
@@ -1002,20 +570,20 @@ class TypeInference:
         node = scope.node
         return FunctionType(id(node), display_name(scope), receiver, tuple(bound), node=node, module=module)
 
-    def _returned_types(self, module: ModuleSymbols, scope: Scope) -> Types:
+    def returned_types(self, module: ModuleSymbols, scope: Scope) -> Types:
         """What a function returns, memoised (fresh depth budget, cycle sentinel)."""
-        if self._env and self._env_key(scope):
-            return self._returned_types_with(module, scope, ())
+        if self._env and self.env_key(scope):
+            return self.returned_types_with(module, scope, ())
         key = id(scope)
         cached = self._return_types.get(key)
         if cached is not None:
             return cached
         self._return_types[key] = EMPTY
-        result = self._returns_in(module, scope, {})  # nothing passed: no argument of an enclosing evaluation reaches it
+        result = self.returns_in(module, scope, {})  # nothing passed: no argument of an enclosing evaluation reaches it
         self._return_types[key] = result
         return result
 
-    def _returns_in(self, module: ModuleSymbols, scope: Scope, env: dict[int, dict[str, Types]]) -> Types:
+    def returns_in(self, module: ModuleSymbols, scope: Scope, env: dict[int, dict[str, Types]]) -> Types:
         """What the function's `return`s give, evaluated with the arguments `env` passes."""
         saved = self._env
         self._env = env
@@ -1061,23 +629,6 @@ class TypeInference:
         return None
 
 
-MODULE_METHODS = torch_api.MODULE_RETURNING_METHODS | torch_api.CHILDREN_METHODS | torch_api.DESCENDANT_METHODS | {"values", "items", "get_submodule"}
-
-
-_GROWTH_METHODS = frozenset({"append", "extend", "insert", "update", "add_module", "register_module"})
-_CONTAINER_STARTS = frozenset({*torch_api.TORCH_CONTAINERS, "list", "dict", "OrderedDict"})
-
-
-def _is_container_start(value: ast.expr | None) -> bool:
-    """A literal or an (empty or filled) container constructor a scope then grows."""
-    if isinstance(value, (ast.List, ast.Tuple, ast.ListComp, ast.Dict, ast.DictComp)):
-        return True
-    if isinstance(value, ast.Call):
-        func = value.func
-        return (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "") in _CONTAINER_STARTS
-    return False
-
-
 def _is_bare_module(value: ast.expr | None, module: ModuleSymbols, scope: Scope) -> bool:
     if not (isinstance(value, ast.Call) and not value.args and not value.keywords):
         return False
@@ -1085,16 +636,6 @@ def _is_bare_module(value: ast.expr | None, module: ModuleSymbols, scope: Scope)
     if (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "") != "Module":
         return False
     return torch_api.torch_class(module.qualified_name(func, scope) or "") == "Module"
-
-
-def pattern_matches(attribute: str, pattern: tuple[str, str]) -> bool:
-    prefix, suffix = pattern
-    return len(attribute) >= len(prefix) + len(suffix) and attribute.startswith(prefix) and attribute.endswith(suffix)
-
-
-def display_name(scope: Scope) -> str:
-    """`Block.forward`, `create_custom_forward.custom_forward`, `<lambda>`."""
-    return scope.qualname.replace("<locals>.", "") or "<module>"
 
 
 IMPLICIT_CLASS_METHODS = frozenset({"__init_subclass__", "__new__", "__class_getitem__"})
@@ -1105,35 +646,6 @@ def _is_static(node: ast.AST) -> bool:
     if getattr(node, "name", "") in IMPLICIT_CLASS_METHODS:
         return True
     return any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in getattr(node, "decorator_list", ()))
-
-
-def _keyword_constant(call: ast.Call | None, name: str) -> object:
-    if call is None:
-        return None
-    for keyword in call.keywords:
-        if keyword.arg == name and isinstance(keyword.value, ast.Constant):
-            return keyword.value.value
-    return None
-
-
-def _parameter_names(scope: Scope) -> set[str]:
-    node = scope.node
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        return set()
-    return {a.arg for a in (*positional_parameters(node.args), *node.args.kwonlyargs)}
-
-
-def _ancestor_ids(scope: Scope) -> set[int]:
-    found = set()
-    current = scope.parent
-    while current is not None:
-        found.add(id(current))
-        current = current.parent
-    return found
-
-
-def _frozen_env(env: dict[int, dict[str, Types]]) -> tuple[object, ...]:
-    return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in env.items()))
 
 
 def _reaching_binding(candidates: list[Binding], scope: Scope, use: ast.Name) -> Binding | None:

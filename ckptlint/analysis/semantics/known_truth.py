@@ -11,8 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from ckptlint.analysis.regions.library_calls import NONE_TYPE
-from ckptlint.analysis.semantics.values import CONST, ClassType, Value
+from ckptlint.analysis.semantics.values import CONST, NONE_TYPE, ClassType, Value
 
 FALSE_TYPE = ClassType("builtins.bool.False")  # the constant False (a pseudo-class: never a project class)
 _FALSE_TYPES = frozenset({NONE_TYPE, FALSE_TYPE})

@@ -4,8 +4,8 @@ The calls of `self.method(...)` in the class and its subclasses and, for `forwar
 instances other classes build (`self.encoder = Encoder(...)`, then `self.encoder(x)` or
 `self.encoder.forward(x)`), in the class's module and in the modules of its package directory
 that import it (a diffusers encoder defined in `vae.py` and built in `autoencoder_tiny.py`).
-Syntactic. Those other modules are read, so they are dependencies of the analysed file:
-`take_consulted` hands them to the worker. Everything is computed once per analysis state.
+Syntactic. Those other modules are read (through the project), so they are dependencies of the
+analysed file: recorded with `Project.consult`. Everything is computed once per analysis state.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import weakref
 from typing import Iterator
 
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.project import Project, file_words
+from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, IMPORT, ModuleSymbols, Scope, positional_parameters
 
 
@@ -24,7 +24,6 @@ class MethodCallers:
     def __init__(self, classes: ClassIndex, project: Project):
         self.classes = classes
         self.project = project
-        self.consulted: dict[str, str] = {}  # modules read beside the analysed one (path -> digest): its dependencies too
         self._method_calls: dict[int, list[tuple[ast.Call, ModuleSymbols, Scope]]] = {}  # by id of the method scope
         self._self_call_index: weakref.WeakKeyDictionary[ModuleSymbols, SelfCalls] = weakref.WeakKeyDictionary()
         self._caller_module_memo: dict[int, tuple[list[ModuleSymbols], dict[str, str]]] = {}  # by id of the class scope
@@ -79,11 +78,11 @@ class MethodCallers:
         read, so the analysis depends on them (`consulted`, added to the file's dependencies)."""
         memo = self._caller_module_memo.get(id(info.scope))
         if memo is not None:
-            self.consulted.update(memo[1])
+            self.project.consult(memo[1])
             return memo[0]
         found, consulted = self._modules_beside(info)
         self._caller_module_memo[id(info.scope)] = (found, consulted)
-        self.consulted.update(consulted)
+        self.project.consult(consulted)
         return found
 
     def _modules_beside(self, info: ClassInfo) -> tuple[list[ModuleSymbols], dict[str, str]]:
@@ -114,23 +113,13 @@ class MethodCallers:
         found = self._words_by_directory.get(directory)
         if found is None:
             found = self._words_by_directory[directory] = []
-            overlays = self.project.overlays
-            try:
-                entries = sorted(entry for entry in os.listdir(directory) if entry.endswith(".py") and entry != "__init__.py")
-            except OSError:
-                entries = []
-            for entry in entries:
+            for entry in self.project.module_files(directory):
                 path = os.path.join(directory, entry)
                 try:
-                    found.append((entry, path, file_words(path, overlays)))
+                    found.append((entry, path, self.project.file_words(path)))
                 except OSError:
                     continue
         return found
-
-    def take_consulted(self) -> dict[str, str]:
-        """The modules read beside the analysed one since the last call (path -> digest)."""
-        consulted, self.consulted = self.consulted, {}
-        return consulted
 
 
 

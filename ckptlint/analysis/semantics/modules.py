@@ -16,14 +16,23 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from ckptlint.classes import ClassInfo, ClassIndex
 from ckptlint.analysis.knowledge import torch_api
-from ckptlint.analysis.semantics.values import ClassObjectType, ClassType, ContainerType, FunctionType, Type, Types, element_types, ordered
+from ckptlint.analysis.semantics.values import (
+    ClassObjectType,
+    ClassType,
+    ContainerType,
+    FunctionType,
+    Type,
+    Types,
+    element_types,
+    ordered,
+)
+from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.symbols import CLASS, Binding, ModuleSymbols, Scope, positional_parameters
 from ckptlint.syntax import walk
 
 if TYPE_CHECKING:
-    from ckptlint.analysis.semantics.evaluator import TypeInference
+    from ckptlint.analysis.semantics.protocol import TypeEvaluator as TypeInference
 
 EMPTY: Types = frozenset()
 Arguments = tuple[tuple[str, tuple[Type, ...]], ...]

@@ -15,7 +15,16 @@ import ast
 from dataclasses import replace
 from typing import Callable, Iterable
 
-from ckptlint.analysis.semantics.values import ClassObjectType, ClassType, FunctionType, KeyedType, LiteralType, Type, Types, element_types
+from ckptlint.analysis.semantics.values import (
+    ClassObjectType,
+    ClassType,
+    FunctionType,
+    KeyedType,
+    LiteralType,
+    Type,
+    Types,
+    element_types,
+)
 from ckptlint.symbols import ModuleSymbols, Scope
 
 MAX_LITERAL = 64  # longer strings are text, not keys

@@ -13,6 +13,8 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import Iterable, TypeAlias, Union
 
+from ckptlint.analysis.knowledge import torch_api
+
 LOCAL = "local"  # created inside the region
 INPUT = "input"  # passed into the region by the checkpoint call
 OUTER = "outer"  # reachable state that outlives the region (self, closures, defaults)
@@ -204,3 +206,17 @@ def _stable_key(item: object) -> tuple[object, ...]:
     source = getattr(module, "source", None)
     where = (getattr(source, "path", ""), getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
     return (type(item).__name__, getattr(item, "name", ""), where, getattr(item, "kind", ""), repr(item) if node is None else "")
+
+
+SAME_DEVICE = ClassType("<device of a tensor in the region>")
+NONE_TYPE = ClassType("builtins.NoneType")
+
+
+def constructed_rng(name: str, call: ast.Call) -> RngType | None:
+    """`random.Random(0)`, `np.random.default_rng()`: a generator object (seeded when given arguments)."""
+    seeded = bool(call.args or call.keywords)
+    if name in torch_api.PYTHON_RNG_CLASSES:
+        return RngType("python", seeded)
+    if name.startswith("numpy.random.") and torch_api.short_name(name) in torch_api.NUMPY_RNG_CONSTRUCTORS:
+        return RngType("numpy", seeded)
+    return None
