@@ -151,7 +151,7 @@ class Finding:
     end_column: int
     sites: tuple[Site, ...] = ()
     fixes: tuple[Fix, ...] = field(default=(), compare=False)
-    # NOTE / WARNING / ERROR as the sites' contexts make it (context_verdicts.py); "" the rule's level
+    # NOTE / WARNING / ERROR as the sites' contexts make it (analysis/contexts/verdicts.py); "" the rule's level
     severity: str = field(default="", compare=False)
 
     @property

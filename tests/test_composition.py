@@ -217,16 +217,46 @@ def test_each_modules_composition_is_freed_without_the_cyclic_collector(monkeypa
     import gc
     import weakref
 
-    from ckptlint.engine import worker
+    from ckptlint.analysis import session
 
     made: list[weakref.ref[object]] = []
 
-    class Recorded(worker.Composition):
+    class Recorded(session.Composition):
         def __init__(self, *args: object) -> None:
             super().__init__(*args)  # type: ignore[arg-type]
             made.append(weakref.ref(self))
 
-    monkeypatch.setattr(worker, "Composition", Recorded)
+    monkeypatch.setattr(session, "Composition", Recorded)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _lint(HAZARDS / "fsdp2_project")
+        assert made and all(ref() is None for ref in made)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_a_runs_analyses_are_freed_without_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for the session and the type evaluator assembled from its mixins: no part of a
+    run's analyses points back to what owns it (analysis/session.py, semantics/protocol.py)."""
+    import gc
+    import weakref
+
+    from ckptlint.analysis import session
+
+    made: list[weakref.ref[object]] = []
+
+    class Recorded(session.Analyses):
+        def __init__(self, *args: object) -> None:
+            super().__init__(*args)  # type: ignore[arg-type]
+            made.append(weakref.ref(self))
+            made.append(weakref.ref(self.inference))
+
+    monkeypatch.setattr(session, "Analyses", Recorded)
+    from ckptlint.engine import worker
+
+    monkeypatch.setattr(worker, "Analyses", Recorded)
     enabled = gc.isenabled()
     gc.disable()
     try:

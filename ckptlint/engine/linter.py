@@ -70,7 +70,7 @@ class Linter:
         self.jobs = max(1, jobs)
         self.cache_dir = cache_dir
         self.want_fixes = want_fixes
-        self.want_hints = want_hints  # describe the calls' static cost hints (region_cost.py): `ckptlint calls`, `confirm --cost`
+        self.want_hints = want_hints  # describe the calls' static cost hints (analysis/regions/cost_hints.py): `ckptlint calls`, `confirm --cost`
         self.rules: list[Rule] = [rule for rule in ALL_RULES if self.selected(rule.code)]
 
     def has_overlay(self, path: Path) -> bool:

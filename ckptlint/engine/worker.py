@@ -76,7 +76,7 @@ class Settings:
     libraries: tuple[str, ...] = ()  # installed libraries' directories, in import order (libraries.py)
     versions: Versions = NO_VERSIONS  # the library versions that decide modes (versions.py)
     context_files: ContextFiles = ()  # files that can say how calls run (context_prefilter.py)
-    want_hints: bool = False  # describe each call's static cost hints (`ckptlint calls`, `confirm --cost`: region_cost.py)
+    want_hints: bool = False  # describe each call's static cost hints (`ckptlint calls`, `confirm --cost`: analysis/regions/cost_hints.py)
 
 
 @dataclass

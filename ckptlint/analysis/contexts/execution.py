@@ -12,7 +12,7 @@ Where a context is seen:
 
 - **compile**: `@torch.compile` / `@torch.compile(...)` on a function enclosing the call;
   `torch.compile(X, ...)` and `X.compile(...)` where X is a module whose class (or a class it
-  builds, transitively: construction.py) holds the call or is the module a wrapper
+  builds, transitively: semantics/modules.py) holds the call or is the module a wrapper
   checkpoints, or a function (decorated or passed) whose body calls such a module. Searched in
   the call's module and in the project's files that mention a context word and name the
   call's module (its file stem) or sit in its directory (`context_files`, from the engine).

@@ -3,14 +3,14 @@
 `counts = torch.histc(...)`, `out.index_add_(0, idx, src)` (the receiver holds the sums):
 on CUDA the recompute adds in another order and its sums may differ in the last bits. That
 changes what the backward reads only where a decision reads them: a selection whose indices
-route (`torch.topk(counts, 2)`, routing_use.py), a comparison (`counts > capacity`,
+route (`torch.topk(counts, 2)`, routing.py), a comparison (`counts > capacity`,
 `counts.gt(c)`), a branch (`if counts.any():`), an index or a position argument (`x[keep]`,
 `torch.gather(x, 1, counts)`, `F.one_hot`, `.nonzero()`, `torch.where(keep, ...)`:
 aten_ops.DECISION_POSITIONS). A result only returned, added or passed as the values (the MoE
 combine step `out.index_add_(0, idx, expert_out)`) is not: the replay changes nothing that
 matters. Names are followed as for a selection's indices: assignments from the call's line
 on, in the same function; not into callees, nor back to callers. (An accumulation into
-integers, exact in any order, is not asked about: integer_tensors.py.)
+integers, exact in any order, is not asked about: integers.py.)
 """
 
 from __future__ import annotations

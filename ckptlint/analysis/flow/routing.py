@@ -8,7 +8,7 @@ aten_ops.ROUTING_CALLS; by keyword only under the keyword that takes the positio
 spells it: `index=`, `indices=`, `F.one_hot(input=...)`, aten_ops.DECISION_POSITIONS), or
 sorted (`experts.argsort()`, `torch.argsort(experts)`) where the sort's result is so used: a
 sort of the indices is reported at the selection, not as a selection of its own
-(library_calls.py, integer_tensors.py). Indices kept only for a metric (`(pred == labels).float().mean()`)
+(regions/library_calls.py, integers.py). Indices kept only for a metric (`(pred == labels).float().mean()`)
 or discarded (`values, _ = torch.topk(...)`) do not route: a recompute that picks other
 indices among ties changes nothing the backward reads. Read from the function's own lines,
 in order from the selection on (a loop that uses a name before the line computing it is not
@@ -60,7 +60,7 @@ def index_names(function: ast.AST, call: ast.Call, short: str) -> set[str]:
 
 def flowing_names(function: ast.AST, names: set[str], line: int, bound: Callable[[ast.expr], set[str]] | None = None) -> set[str]:
     """`names` and every name assigned from an expression mentioning one of them, reading the
-    function's assignments in order from `line` on (shared with accumulation_use.py). `bound`:
+    function's assignments in order from `line` on (shared with accumulation.py). `bound`:
     the names an assignment target binds (default: every name in it, `out[idx]`'s `idx` too)."""
     derived = set(names)
     if not derived:

@@ -8,7 +8,18 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from ckptlint.symbols import FUNCTION, LAMBDA, Binding, Scope
+from ckptlint.symbols import (
+    ANNOTATION,
+    ASSIGN,
+    FUNCTION,
+    LAMBDA,
+    LOOP,
+    PARAM,
+    UNPACK,
+    Binding,
+    ModuleSymbols,
+    Scope,
+)
 from ckptlint.syntax import own_statements
 
 
@@ -164,3 +175,59 @@ def in_loop(function: ast.AST, node: ast.AST) -> bool:
     index = StatementIndex(function)
     statement = index.statement_of(node)
     return statement is not None and bool(index.loops.get(id(statement)))
+
+
+# -- which binding reaches a use -------------------------------------------------------------
+# Three precisions of one question, kept side by side so that a caller picks one knowingly:
+# `StatementIndex.reaching` follows branches and loops (every binding that may be the one seen:
+# the gradient evaluator); `straight_line_binding` answers only for straight-line code, by
+# statement end positions (the type evaluator, which otherwise keeps the union); and
+# `last_binding_before` takes the last binding by line, branches ignored (the FSDP and double
+# checkpointing checks, which follow one module object through its aliases).
+
+
+def straight_line_binding(candidates: list[Binding], scope: Scope, use: ast.Name) -> Binding | None:
+    """The binding of a name that reaches `use` when every binding is a statement of the
+    function's own body (no branch or loop around it) or a parameter; None otherwise (then
+    any of them may have run, and the caller keeps their union)."""
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    body = {id(statement) for statement in node.body}
+    position = (use.lineno, use.col_offset)
+    reaching: Binding | None = None
+    reached_at: tuple[int, int] = (0, -1)
+    for candidate in candidates:
+        if candidate.kind == PARAM:
+            at = (0, 0)
+        elif id(candidate.node) in body and (candidate.kind in (ASSIGN, UNPACK, LOOP) or isinstance(candidate.node, ast.AugAssign)):
+            statement = candidate.node
+            if candidate.kind == LOOP:
+                at = (statement.lineno, statement.col_offset)  # type: ignore[attr-defined]  # a body statement
+                if at >= position:
+                    continue
+            else:
+                end = (getattr(statement, "end_lineno", None) or 0, getattr(statement, "end_col_offset", None) or 0)
+                if end > position:
+                    continue  # bound after the use (or by the statement the use is part of)
+                at = end
+        else:
+            return None
+        if at >= reached_at:
+            reaching, reached_at = candidate, at
+    return reaching
+
+
+def last_binding_before(module: ModuleSymbols, scope: Scope, name: str, line: int) -> Binding | None:
+    """The binding a use of `name` on `line` sees: in its own scope, the last one before the
+    line (a loop's header counts on its own line); outside it, Python's lookup."""
+    own = [
+        b
+        for b in scope.bindings.get(name, [])
+        if b.kind != ANNOTATION and (b.line < line or b.kind == PARAM or (b.kind == LOOP and b.line <= line))
+    ]
+    if own:
+        return max(own, key=lambda b: b.line)
+    if name in scope.bindings:
+        return None  # bound only later in the function: not yet this object
+    return module.binding(scope, name, line)

@@ -8,7 +8,7 @@ pays nothing for them.
 - `single-cheap-op`: the region is one elementwise op or norm: a torch function (`F.relu`,
   `torch.tanh`, `F.layer_norm`), a torch.nn module of that kind (`self.norm` built as
   `nn.LayerNorm`, `nn.RMSNorm`, `nn.GELU`, `nn.Dropout`...; what `self.<attr>` holds is the type
-  inference's answer, inference.py), or a lambda, local function or `partial` whose body is one
+  inference's answer, semantics/evaluator.py), or a lambda, local function or `partial` whose body is one
   call of such a thing on its parameters. The op saves little beyond its input, which the
   checkpoint keeps anyway, and the checkpoint adds a call and a recompute.
 - `embedding`: the region is an embedding lookup (`nn.Embedding`, `nn.EmbeddingBag`,

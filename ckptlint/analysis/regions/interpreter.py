@@ -156,7 +156,7 @@ class FunctionInterpreter:
 
     def inference_only(self, node: ast.AST, names: Callable[[], set[str]] | None = None) -> bool:
         """Whether what `node` computes reaches no differentiated computation, read from this
-        function (inference_paths.py): it runs only in eval mode, or with grad off and neither
+        function (flow/grad_mode.py): it runs only in eval mode, or with grad off and neither
         it nor `names()` (the names computed from it) leave the grad-off code (CKP504)."""
         return eval_only(self.scope, node) or (names is not None and grad_off_only(self.scope, node, names))
 

@@ -14,6 +14,7 @@ import ast
 from dataclasses import replace
 from typing import Callable, Iterable
 
+from ckptlint.analysis.flow.statements import straight_line_binding
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.config_fields import field_keys
@@ -314,7 +315,7 @@ class TypeInference(ModuleStructure, ZooChoices):
         # unless the function is straight-line there: then the one that reaches the use
         candidates = binding.scope.bindings.get(expr.id, [binding])
         if len(candidates) > 1 and binding.scope is scope:
-            reaching = _reaching_binding(candidates, scope, expr)
+            reaching = straight_line_binding(candidates, scope, expr)
             if reaching is not None:
                 candidates = [reaching]
         found: set[Type] = set()
@@ -646,35 +647,3 @@ def _is_static(node: ast.AST) -> bool:
     if getattr(node, "name", "") in IMPLICIT_CLASS_METHODS:
         return True
     return any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in getattr(node, "decorator_list", ()))
-
-
-def _reaching_binding(candidates: list[Binding], scope: Scope, use: ast.Name) -> Binding | None:
-    """The binding of a name that reaches `use` when every binding is a statement of the
-    function's own body (no branch or loop around it) or a parameter; None otherwise (then
-    any of them may have run, and the caller keeps their union)."""
-    node = scope.node
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
-    body = {id(statement) for statement in node.body}
-    position = (use.lineno, use.col_offset)
-    reaching: Binding | None = None
-    reached_at: tuple[int, int] = (0, -1)
-    for candidate in candidates:
-        if candidate.kind == PARAM:
-            at = (0, 0)
-        elif id(candidate.node) in body and (candidate.kind in (ASSIGN, UNPACK, LOOP) or isinstance(candidate.node, ast.AugAssign)):
-            statement = candidate.node
-            if candidate.kind == LOOP:
-                at = (statement.lineno, statement.col_offset)  # type: ignore[attr-defined]  # a body statement
-                if at >= position:
-                    continue
-            else:
-                end = (getattr(statement, "end_lineno", None) or 0, getattr(statement, "end_col_offset", None) or 0)
-                if end > position:
-                    continue  # bound after the use (or by the statement the use is part of)
-                at = end
-        else:
-            return None
-        if at >= reached_at:
-            reaching, reached_at = candidate, at
-    return reaching

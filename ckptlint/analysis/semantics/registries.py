@@ -5,7 +5,7 @@
 `@MODELS.register_module()`; `getattr(nn, 'LayerNorm')` names a class by a string. With a
 literal key the lookup gives exactly that class (a literal `'GN'` is never BatchNorm);
 with an unknown key it gives every class the mapping holds, marked with the builder that
-over-approximated (`built_by`) so a finding can say so. Inference (inference.py) asks
+over-approximated (`built_by`) so a finding can say so. Inference (evaluator.py, zoo.py) asks
 these questions; this module only knows the shapes.
 """
 

@@ -19,10 +19,16 @@ import ast
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from ckptlint.analysis.flow.statements import (
+    callee_leaf,
+    function_scope,
+    if_branches,
+    last_binding_before,
+    root_name,
+)
+from ckptlint.analysis.usage.sharding import modules_iterated
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import MODEL
-from ckptlint.analysis.flow.statements import callee_leaf, function_scope, if_branches, root_name
-from ckptlint.analysis.usage.sharding import binding_at, modules_iterated
 from ckptlint.symbols import ASSIGN, LOOP, UNPACK, Binding, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value
 
@@ -224,7 +230,7 @@ class DoubleCheckpointings:
         """The model a wrapped block belongs to: `model` for `model.layers[0]`, and for a loop
         variable walking `model.layers`."""
         if isinstance(target, ast.Name):
-            binding = binding_at(self.module, scope, target.id, target.lineno)
+            binding = last_binding_before(self.module, scope, target.id, target.lineno)
             if binding is not None and binding.kind == LOOP and binding.value is not None:
                 root = root_name(modules_iterated(binding.value))
                 return ast.Name(id=root, lineno=binding.line) if root is not None else target
@@ -239,7 +245,7 @@ class DoubleCheckpointings:
             return None
         name, at = expr.id, line
         for _ in range(8):
-            binding = binding_at(self.module, scope, name, at)
+            binding = last_binding_before(self.module, scope, name, at)
             if binding is None:
                 return None
             wrapped = _wrapped_name(binding)
@@ -253,7 +259,7 @@ class DoubleCheckpointings:
     def _value_of(self, expr: ast.expr | None, scope: Scope, line: int) -> ast.expr | None:
         """A name's assigned value (one binding back), or the expression itself."""
         if isinstance(expr, ast.Name):
-            binding = binding_at(self.module, scope, expr.id, line)
+            binding = last_binding_before(self.module, scope, expr.id, line)
             return binding.value if binding is not None and binding.kind == ASSIGN else None
         return expr
 

@@ -20,10 +20,17 @@ import functools
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from ckptlint.analysis.flow.statements import function_scope, last_binding_before
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import MODEL
-from ckptlint.analysis.flow.statements import function_scope
-from ckptlint.symbols import ANNOTATION, ASSIGN, DEF, LOOP, PARAM, Binding, ModuleSymbols, Scope
+from ckptlint.symbols import (
+    ASSIGN,
+    DEF,
+    LOOP,
+    Binding,
+    ModuleSymbols,
+    Scope,
+)
 from ckptlint.syntax import keyword_value, own_statements
 
 FSDP1 = frozenset({"torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel"})
@@ -195,7 +202,7 @@ class Shardings:
         """What module an expression is, as far as one function can tell: the binding its name
         sees at that line, the iterable a loop variable walks, or its spelling."""
         if isinstance(expr, ast.Name):
-            binding = binding_at(self.module, scope, expr.id, expr.lineno)
+            binding = last_binding_before(self.module, scope, expr.id, expr.lineno)
             return None if binding is None else self._binding_key(binding, scope, 0)
         if isinstance(expr, ast.Subscript):
             base = self.key(expr.value, scope) if isinstance(expr.value, (ast.Name, ast.Attribute, ast.Subscript)) else None
@@ -211,7 +218,7 @@ class Shardings:
         if binding.kind == LOOP and value is not None:
             return f"each {self._iterated(value, scope)}"
         if binding.kind == ASSIGN and isinstance(value, ast.Name) and depth < 8:  # `layer = block`: an alias
-            aliased = binding_at(self.module, scope, value.id, binding.line)
+            aliased = last_binding_before(self.module, scope, value.id, binding.line)
             if aliased is not None and aliased is not binding:
                 return self._binding_key(aliased, scope, depth + 1)
         return f"{binding.name}#{id(binding)}"
@@ -243,21 +250,6 @@ class Shardings:
                 if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call):
                     found.setdefault(id(statement.value), []).append(statement)
         return found
-
-
-def binding_at(module: ModuleSymbols, scope: Scope, name: str, line: int) -> Binding | None:
-    """The binding a use of `name` on `line` sees: in its own scope, the last one before the
-    line (a loop's header counts on its own line); outside it, Python's lookup."""
-    own = [
-        b
-        for b in scope.bindings.get(name, [])
-        if b.kind != ANNOTATION and (b.line < line or b.kind == PARAM or (b.kind == LOOP and b.line <= line))
-    ]
-    if own:
-        return max(own, key=lambda b: b.line)
-    if name in scope.bindings:
-        return None  # bound only later in the function: not yet this object
-    return module.binding(scope, name, line)
 
 
 def modules_iterated(iterable: ast.expr) -> ast.expr:
