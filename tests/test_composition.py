@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -211,57 +212,44 @@ def test_ckp305_follows_the_transformers_version(tmp_path: Path, version: str | 
         assert "transformers version unknown" in lines[0], lines[0]
 
 
-def test_each_modules_composition_is_freed_without_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The analysis runs with the cyclic garbage collector off: a Composition that its own parts
-    point back to (a bound method held by Shardings) would keep every module it read alive."""
+def _freed_without_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch, modules: list[object], name: str, parts: Callable[[object], list[object]]) -> bool:
+    """Lint a project with the cyclic collector off, recording each `name` object the run makes
+    (patched in `modules`) and `parts` of it: whether all of them were freed by reference counts."""
     import gc
     import weakref
 
-    from ckptlint.analysis import session
-
     made: list[weakref.ref[object]] = []
+    base = getattr(modules[0], name)
 
-    class Recorded(session.Composition):
+    class Recorded(base):  # type: ignore[misc, valid-type]  # a subclass of the class under test
         def __init__(self, *args: object) -> None:
-            super().__init__(*args)  # type: ignore[arg-type]
-            made.append(weakref.ref(self))
+            super().__init__(*args)
+            made.extend(weakref.ref(part) for part in (self, *parts(self)))
 
-    monkeypatch.setattr(session, "Composition", Recorded)
+    for module in modules:
+        monkeypatch.setattr(module, name, Recorded)
     enabled = gc.isenabled()
     gc.disable()
     try:
         _lint(HAZARDS / "fsdp2_project")
-        assert made and all(ref() is None for ref in made)
+        return bool(made) and all(ref() is None for ref in made)
     finally:
         if enabled:
             gc.enable()
+
+
+def test_each_modules_composition_is_freed_without_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The analysis runs with the cyclic garbage collector off: a Composition that its own parts
+    point back to (a bound method held by Shardings) would keep every module it read alive."""
+    from ckptlint.analysis import session
+
+    assert _freed_without_the_cyclic_collector(monkeypatch, [session], "Composition", lambda composition: [])
 
 
 def test_a_runs_analyses_are_freed_without_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same for the session and the type evaluator assembled from its mixins: no part of a
     run's analyses points back to what owns it (analysis/session.py, semantics/protocol.py)."""
-    import gc
-    import weakref
-
     from ckptlint.analysis import session
-
-    made: list[weakref.ref[object]] = []
-
-    class Recorded(session.Analyses):
-        def __init__(self, *args: object) -> None:
-            super().__init__(*args)  # type: ignore[arg-type]
-            made.append(weakref.ref(self))
-            made.append(weakref.ref(self.inference))
-
-    monkeypatch.setattr(session, "Analyses", Recorded)
     from ckptlint.engine import worker
 
-    monkeypatch.setattr(worker, "Analyses", Recorded)
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        _lint(HAZARDS / "fsdp2_project")
-        assert made and all(ref() is None for ref in made)
-    finally:
-        if enabled:
-            gc.enable()
+    assert _freed_without_the_cyclic_collector(monkeypatch, [session, worker], "Analyses", lambda analyses: [analyses.inference])  # type: ignore[attr-defined]
