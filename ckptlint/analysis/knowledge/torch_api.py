@@ -52,6 +52,8 @@ TORCH_BATCH_NORM_MODULES = frozenset(
     {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm1d", "LazyBatchNorm2d",
      "LazyBatchNorm3d"}
 )  # fmt: skip
+# the buffers a norm module with running statistics updates in training
+RUNNING_STAT_BUFFERS = frozenset({"running_mean", "running_var", "num_batches_tracked"})
 TORCH_INSTANCE_NORM_MODULES = frozenset(
     {"InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
      "LazyInstanceNorm3d"}

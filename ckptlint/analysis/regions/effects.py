@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from ckptlint.analysis.regions.interpreter import Summaries
 from ckptlint.analysis.regions.libraries import reached_at
+from ckptlint.analysis.regions.library_calls import own_running_statistics
 from ckptlint.analysis.regions.resolve import (
     RegionEntry,
     RegionResolver,
@@ -49,7 +50,8 @@ class RegionEffects:
         if isinstance(entry, RunningStatsRegion):
             return [Effect(RUNNING_STATS, call.module, entry.node, "region", (("module_class", entry.name),))]
         summary = self.effects.summary(entry.module, entry.scope, entry.context)
-        effects = [with_note(replace(e, chain=(entry.name, *e.chain)) if e.chain else e, entry.note) for e in summary.effects]
+        own = [e for e in summary.effects if not (entry.statistics_reported and own_running_statistics(e))]
+        effects = [with_note(replace(e, chain=(entry.name, *e.chain)) if e.chain else e, entry.note) for e in own]
         if entry.module.library:  # a library function is the region: its hazards are the checkpoint call's
             return [reached_at(replace(e, chain=e.chain or (entry.name,)), call.module, call.node) for e in effects]
         return effects

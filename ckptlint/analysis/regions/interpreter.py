@@ -23,22 +23,20 @@ import functools
 from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
-from ckptlint.analysis.regions import binding
-from ckptlint.analysis.knowledge import torch_api
-from ckptlint.syntax import child_nodes, walk
-from ckptlint.classes import ClassIndex
-from ckptlint.analysis.semantics.evaluator import TypeInference
-from ckptlint.analysis.semantics.module_structure import MODULE_METHODS
-from ckptlint.analysis.regions.library_calls import LibraryCalls
-from ckptlint.analysis.regions.checkpoint_choice import only_chooses_checkpointing
 from ckptlint.analysis.flow.grad_mode import eval_only, grad_off_only
+from ckptlint.analysis.knowledge import torch_api
+from ckptlint.analysis.regions import binding, replay_writes
+from ckptlint.analysis.regions.checkpoint_choice import only_chooses_checkpointing
 from ckptlint.analysis.regions.libraries import reached_at
+from ckptlint.analysis.regions.library_calls import LibraryCalls, own_running_statistics
 from ckptlint.analysis.regions.mutability import Mutability, dotted_path
-from ckptlint.analysis.regions import replay_writes
-from ckptlint.analysis.regions.replay_writes import WriteTracker, body_rebinds, drop_guarded_writes, input_tensor, state_keys
-from ckptlint.analysis.semantics.known_truth import constant_value, known_truth
-from ckptlint.project import Project
-from ckptlint.symbols import ASSIGN, CLASSDEF, COMPREHENSION, DEF, IMPORT, LOOP, MODULE, OTHER, UNPACK, Binding, ModuleSymbols, Scope
+from ckptlint.analysis.regions.replay_writes import (
+    WriteTracker,
+    body_rebinds,
+    drop_guarded_writes,
+    input_tensor,
+    state_keys,
+)
 from ckptlint.analysis.regions.summary import (
     EMPTY_SUMMARY,
     GRAD_MODE_BRANCH,
@@ -51,9 +49,10 @@ from ckptlint.analysis.regions.summary import (
     approximation_note,
     with_note,
 )
-from ckptlint.analysis.semantics.values import Type, Types
+from ckptlint.analysis.semantics.evaluator import TypeInference
+from ckptlint.analysis.semantics.known_truth import constant_value, known_truth
+from ckptlint.analysis.semantics.module_structure import MODULE_METHODS
 from ckptlint.analysis.semantics.values import (
-    ordered,
     CONST,
     CONST_VALUE,
     GLOBAL,
@@ -65,11 +64,31 @@ from ckptlint.analysis.semantics.values import (
     ClassType,
     ContainerType,
     FunctionType,
+    Type,
+    Types,
     Value,
     Volatility,
     element_types,
     merge,
+    ordered,
 )
+from ckptlint.classes import ClassIndex
+from ckptlint.project import Project
+from ckptlint.symbols import (
+    ASSIGN,
+    CLASSDEF,
+    COMPREHENSION,
+    DEF,
+    IMPORT,
+    LOOP,
+    MODULE,
+    OTHER,
+    UNPACK,
+    Binding,
+    ModuleSymbols,
+    Scope,
+)
+from ckptlint.syntax import child_nodes, walk
 
 MAX_CALL_DEPTH = 12
 
@@ -709,13 +728,19 @@ class FunctionInterpreter:
             if found is not None:
                 owner, scope = found
                 function = self.inference.function(owner.module, scope, receiver)
-                return self.call_function(function, node, arguments, keywords)
+                # a norm module's statistics were reported at this call (`module_call`): not again inside it
+                skip = own_running_statistics if item.running_stats else None
+                return self.call_function(function, node, arguments, keywords, skip)
         if view is not None and view.kind == torch_api.SEQUENTIAL:  # an nn.Sequential subclass runs what it registered
             return self.invoke(Value(module_value.origins, frozenset({view}), path=module_value.path), node, arguments, keywords)
         self.library.inherited_forward(self, node, [a for a in self.analysis.classes.ancestors(info) if isinstance(a, str)], item.short)
         return LOCAL_VALUE
 
-    def call_function(self, function: FunctionType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
+    def call_function(
+        self, function: FunctionType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value], skip: Callable[[Effect], bool] | None = None
+    ) -> Value:
+        """Run a project function: its summary's effects, chained through it; `skip` leaves out
+        those the caller has already reported in its own words."""
         module: ModuleSymbols = function.module  # type: ignore[assignment]  # project functions carry the module that defines them
         scope = module.scope_of.get(id(function.node)) if module is not None else None
         if scope is None:
@@ -727,6 +752,8 @@ class FunctionInterpreter:
         into_library = module.library and not self.module.library  # reported at this line (analysis/regions/libraries.py)
         inference_call: bool | None = None  # whether this call runs in eval mode only, once asked
         for effect in summary.effects:
+            if skip is not None and skip(effect):
+                continue
             if effect.kind == NONDETERMINISTIC_OP:
                 inference_call = self.inference_only(node) if inference_call is None else inference_call
                 if inference_call:
@@ -734,6 +761,8 @@ class FunctionInterpreter:
             effect = replace(effect, chain=(function.name, *effect.chain))
             self.record(reached_at(effect, self.module, node) if into_library else effect)
         for effect in self.tracker.merge_callee(summary, function.name):  # stores of state this run read first
+            if skip is not None and skip(effect):
+                continue
             self.record(reached_at(effect, self.module, node) if into_library else effect)
         return summary.returns
 

@@ -30,6 +30,7 @@ from ckptlint.analysis.regions.summary import (
     RANDOM_DRAW,
     RUNNING_STATS,
     SAVED_OUTPUT_MUTATED,
+    TENSOR_STATE,
     TORCH_RANDOM,
     Effect,
 )
@@ -394,3 +395,16 @@ def _literal(expression: ast.expr) -> bool:
     if isinstance(expression, ast.BinOp):
         return _literal(expression.left) and _literal(expression.right)
     return False
+
+
+def own_running_statistics(effect: Effect) -> bool:
+    """An effect of a norm module's own forward that is its running statistics' update (reported
+    once, at the line that calls the module): `F.batch_norm(x, self.running_mean, ...)`,
+    `self.num_batches_tracked.add_(1)`, `super().forward(x)`. Effects of what it calls are kept."""
+    if effect.chain or effect.kind not in (RUNNING_STATS, TENSOR_STATE):
+        return False
+    subject = effect.fact_map.get("subject", "").strip("`")
+    receiver, _, attribute = subject.partition(".")
+    if receiver == "self" and attribute in torch_api.RUNNING_STAT_BUFFERS:
+        return True
+    return effect.kind == RUNNING_STATS and effect.variant == "module" and subject == "self"  # super().forward(x)

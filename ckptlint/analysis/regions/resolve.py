@@ -51,6 +51,8 @@ class RegionEntry:
     name: str  # for messages: `Block.forward`
     # facts every effect of the entry carries: its module's class came from an over-approximated builder
     note: Facts = ()
+    # the entry is a norm module's own forward whose running statistics the region already reports
+    statistics_reported: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,7 +95,7 @@ class RegionResolver:
             elif isinstance(item, ClassType):
                 if item.running_stats:
                     entries.append(RunningStatsRegion(region, item.short))
-                entries.extend(_noted(self._module_entries(item, passed=_passed_arguments(call), false=false_arguments(call)), item, region))
+                entries.extend(_reported(_noted(self._module_entries(item, passed=_passed_arguments(call), false=false_arguments(call)), item, region), item))
             elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
                 entries.extend(self._sequential_entries(item, region, set()))
         return entries
@@ -108,7 +110,7 @@ class RegionResolver:
             if isinstance(element, ClassType):
                 if element.running_stats:
                     entries.append(RunningStatsRegion(region, element.short))
-                entries.extend(_noted(self._module_entries(element), element, region))
+                entries.extend(_reported(_noted(self._module_entries(element), element, region), element))
                 view = self._container_view(element)
                 if view is not None and view.kind == torch_api.SEQUENTIAL:
                     entries.extend(self._sequential_entries(view, region, seen))
@@ -307,6 +309,13 @@ def _noted(entries: list[RegionEntry | RunningStatsRegion], item: ClassType, reg
         return entries
     note = approximation_note(ast.unparse(region), item.built_by)
     return [replace(e, note=note) if isinstance(e, RegionEntry) else e for e in entries]
+
+
+def _reported(entries: list[RegionEntry | RunningStatsRegion], item: ClassType) -> list[RegionEntry | RunningStatsRegion]:
+    """Entries of a norm module's own forward, when its running statistics are reported at the region."""
+    if not item.running_stats:
+        return entries
+    return [replace(e, statistics_reported=True) if isinstance(e, RegionEntry) else e for e in entries]
 
 
 def _tested_classes(node: ast.AST, module: ModuleSymbols, scope: Scope) -> list[ast.expr]:

@@ -122,8 +122,10 @@ class ModuleStructure(TypeEvaluator):
         short = torch_api.torch_class(class_name)
         if short is None:
             info = self.classes.by_name(class_name)
-            if info is None or self._defines(info, "forward"):
+            if info is None:
                 return False
+            # a subclass keeps its base's statistics, whether or not it writes its own forward (timm's
+            # BatchNormAct2d): the call reports them, and the forward's own updates are that hazard
             short = next(
                 (torch_api.torch_class(a) for a in self.classes.ancestors(info) if isinstance(a, str) and torch_api.torch_class(a)),
                 None,
