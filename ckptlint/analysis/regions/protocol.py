@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only (as in binding.py): the evaluator need not
     from ckptlint.analysis.semantics.evaluator import TypeInference
 
 
-class Analyses(Protocol):
+class SummariesView(Protocol):
     """What the plugin reads of the project-wide analyses (`interpreter.Summaries`)."""
 
     @property
@@ -34,7 +34,7 @@ class Interpreter(Protocol):
     scope: Scope
 
     @property
-    def analysis(self) -> Analyses: ...
+    def analysis(self) -> SummariesView: ...
 
     def add(self, kind: str, node: ast.AST, variant: str, depends_on: frozenset[tuple[str, str]] = frozenset(), **facts: str) -> None: ...
 

@@ -25,7 +25,7 @@ from typing import Iterable, Protocol, Sequence
 
 from ckptlint.analysis.regions import binding
 from ckptlint.analysis.regions.mutability import Mutability, dotted_path, lazy_initialised_names, set_once_or_restored
-from ckptlint.analysis.regions.protocol import Analyses, Interpreter
+from ckptlint.analysis.regions.protocol import SummariesView, Interpreter
 from ckptlint.analysis.regions.summary import GLOBAL_STATE, OUTER_STATE, TENSOR_STATE, Effect, PendingStore, StateKey, Summary
 from ckptlint.analysis.semantics.values import GLOBAL, GRAD_MODE, INPUT, ClassType, ContainerType, Value, Volatility
 from ckptlint.syntax import walk
@@ -201,7 +201,7 @@ def with_chain(store: PendingStore, name: str) -> PendingStore:
 # -- the write policy ------------------------------------------------------------
 
 
-class _TensorAttributes(Analyses, Protocol):
+class _TensorAttributes(SummariesView, Protocol):
     """The analyses, also asked which class attributes hold tensors."""
 
     @property

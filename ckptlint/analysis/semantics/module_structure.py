@@ -20,7 +20,6 @@ from ckptlint.analysis.semantics.values import (
     element_types,
     ordered,
 )
-from ckptlint.classes import ClassInfo
 from ckptlint.symbols import ASSIGN, ModuleSymbols, Scope
 from ckptlint.syntax import walk
 
@@ -138,9 +137,6 @@ class ModuleStructure(TypeEvaluator):
         if short in torch_api.TORCH_INSTANCE_NORM_MODULES:
             return track is True
         return False
-
-    def _defines(self, info: ClassInfo, method: str) -> bool:
-        return any(cls.method(method) is not None for cls in self.classes.mro(info))
 
     def grown_elements(self, module: ModuleSymbols, scope: Scope, name: str, depth: int) -> Types | None:
         """Element types of a list `name` that the scope builds: `[...]`, `.append(x)`, `+= [...]`."""

@@ -7,7 +7,7 @@ grow containers in loops (`self.blocks.append(m)`, `self.heads[k] = m`), subclas
 what those constructions can hold. Where a name or a site is unknown it over-approximates:
 every module the class registers, every argument its sites in the defining module pass.
 
-It holds no reference to the `TypeInference` it serves (each method is given it): the
+It holds no reference to the evaluator it serves (each method is given it): the
 analysis runs with the cyclic garbage collector off.
 """
 
@@ -32,7 +32,7 @@ from ckptlint.symbols import CLASS, Binding, ModuleSymbols, Scope, positional_pa
 from ckptlint.syntax import walk
 
 if TYPE_CHECKING:
-    from ckptlint.analysis.semantics.protocol import TypeEvaluator as TypeInference
+    from ckptlint.analysis.semantics.protocol import TypeEvaluator
 
 EMPTY: Types = frozenset()
 Arguments = tuple[tuple[str, tuple[Type, ...]], ...]
@@ -87,7 +87,7 @@ class ModuleConstruction:
     # -- registered submodules ------------------------------------------------------
 
     def added_types(
-        self, inference: TypeInference, info: ClassInfo, name: Pattern | None, computed: bool = True, bound: dict[str, Types] | None = None
+        self, inference: TypeEvaluator, info: ClassInfo, name: Pattern | None, computed: bool = True, bound: dict[str, Types] | None = None
     ) -> Types:
         """Modules the class registers with `add_module`/`register_module`/`setattr` under a name
         that may be `name` (None: any name); `computed=False` leaves out those registered under
@@ -102,7 +102,7 @@ class ModuleConstruction:
                     found.update(self.value_types(inference, added.value, cls.module, added.method, bound))
         return frozenset(found)
 
-    def grown_types(self, inference: TypeInference, info: ClassInfo, attribute: str, bound: dict[str, Types] | None = None) -> Types:
+    def grown_types(self, inference: TypeEvaluator, info: ClassInfo, attribute: str, bound: dict[str, Types] | None = None) -> Types:
         """Elements the class's methods add to container attribute `attribute` (`""`: to `self`)."""
         found: set[Type] = set()
         for cls in self.classes.mro(info):
@@ -111,7 +111,7 @@ class ModuleConstruction:
                 found.update(element_types(types) if growth.collection else types)
         return frozenset(found)
 
-    def children(self, inference: TypeInference, info: ClassInfo) -> Types:
+    def children(self, inference: TypeEvaluator, info: ClassInfo) -> Types:
         """`self.children()`: every module-typed attribute, registered module and container element."""
         key = id(info.scope)
         cached = self._children.get(key)
@@ -133,7 +133,7 @@ class ModuleConstruction:
         self._children[key] = result
         return result
 
-    def descendants(self, inference: TypeInference, types: Types) -> Types:
+    def descendants(self, inference: TypeEvaluator, types: Types) -> Types:
         """`modules()` without the module itself: children, recursively (each class once)."""
         found: set[Type] = set()
         for item in types:
@@ -146,7 +146,7 @@ class ModuleConstruction:
                     found.update(self._class_descendants(inference, info))
         return frozenset(found)
 
-    def _class_descendants(self, inference: TypeInference, info: ClassInfo) -> Types:
+    def _class_descendants(self, inference: TypeEvaluator, info: ClassInfo) -> Types:
         key = id(info.scope)
         cached = self._descendants.get(key)
         if cached is not None:
@@ -157,7 +157,7 @@ class ModuleConstruction:
         self._descendants[key] = result
         return result
 
-    def initial_elements(self, inference: TypeInference, info: ClassInfo) -> Types:
+    def initial_elements(self, inference: TypeEvaluator, info: ClassInfo) -> Types:
         """What a container subclass's `__init__` hands its torch base: `super().__init__(*layers)`."""
         kind = self.container_kind(info)
         found: set[Type] = set()
@@ -171,7 +171,7 @@ class ModuleConstruction:
                     found.update(inference.container_elements(kind or torch_api.SEQUENCE, arguments, cls.module, init, 0))
         return frozenset(found)
 
-    def container_view(self, inference: TypeInference, item: ClassType, call: ast.Call | None, module: ModuleSymbols | None, scope: Scope | None, depth: int) -> ContainerType | None:
+    def container_view(self, inference: TypeEvaluator, item: ClassType, call: ast.Call | None, module: ModuleSymbols | None, scope: Scope | None, depth: int) -> ContainerType | None:
         """An instance of a torch container subclass seen as the container it is."""
         info = self.classes.by_name(item.name)
         kind = None if info is None else self.container_kind(info)
@@ -184,7 +184,7 @@ class ModuleConstruction:
 
     # -- constructor arguments ------------------------------------------------------
 
-    def arguments(self, inference: TypeInference, info: ClassInfo, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Arguments:
+    def arguments(self, inference: TypeEvaluator, info: ClassInfo, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int) -> Arguments:
         """The modules a constructor call passes to the `__init__` parameters the class builds
         attributes from (`Wrapper(inner=Block())`): () when it passes none."""
         found = self.classes.find_method(info, "__init__")
@@ -223,7 +223,7 @@ class ModuleConstruction:
             cached = self._feeding[key] = tuple(p for p in parameters if p in used)
         return cached
 
-    def value_types(self, inference: TypeInference, value: ast.expr, module: ModuleSymbols, scope: Scope, bound: dict[str, Types] | None) -> Types:
+    def value_types(self, inference: TypeEvaluator, value: ast.expr, module: ModuleSymbols, scope: Scope, bound: dict[str, Types] | None) -> Types:
         """The types of a value an `__init__` stores, with its parameters bound to what one
         constructor call passed (when `bound` is given and the shape is simple enough)."""
         if bound and scope.node.name == "__init__" and _names(value, bound):  # type: ignore[attr-defined]  # a method scope's node is a def
@@ -232,7 +232,7 @@ class ModuleConstruction:
                 return found
         return inference.types(value, module, scope)
 
-    def _bound_types(self, inference: TypeInference, expr: ast.expr, bound: dict[str, Types], module: ModuleSymbols, scope: Scope) -> Types | None:
+    def _bound_types(self, inference: TypeEvaluator, expr: ast.expr, bound: dict[str, Types], module: ModuleSymbols, scope: Scope) -> Types | None:
         def sub(e: ast.expr) -> Types:
             found = self._bound_types(inference, e, bound, module, scope) if _names(e, bound) else None
             return inference.types(e, module, scope) if found is None else found  # unbound, or a shape it does not follow
@@ -272,7 +272,7 @@ class ModuleConstruction:
                 return frozenset({ContainerType(kind, frozenset(elements)), ClassType(name)})
         return None
 
-    def site_types(self, inference: TypeInference, binding: Binding, module: ModuleSymbols) -> Types:
+    def site_types(self, inference: TypeEvaluator, binding: Binding, module: ModuleSymbols) -> Types:
         """What the instantiation sites in the class's own module (and its subclasses' `super().__init__`
         calls there) pass to an `__init__` parameter: the type of `self.inner = inner`."""
         init = binding.scope
@@ -289,7 +289,7 @@ class ModuleConstruction:
                 found.update(inference.types(argument, module, scope, 1))
         return frozenset(found)
 
-    def _find_sites(self, inference: TypeInference, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool]]:
+    def _find_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool]]:
         """The module's calls that run `info`'s `__init__`: `Cls(...)`, `Cls.__init__(self, ...)`, and
         `super().__init__(...)` in subclasses that name it as a base. Names are checked by spelling
         first (through the module's `_SpellingIndex`), so that only candidates are resolved."""
@@ -315,7 +315,7 @@ class ModuleConstruction:
                 sites.append((call, scope, False))
         return sites
 
-    def _names(self, inference: TypeInference, expr: ast.expr, module: ModuleSymbols, scope: Scope, info: ClassInfo) -> bool:
+    def _names(self, inference: TypeEvaluator, expr: ast.expr, module: ModuleSymbols, scope: Scope, info: ClassInfo) -> bool:
         return inference.qualified_name(expr, module, scope) == info.qualified_name
 
     def _spelling_index(self, module: ModuleSymbols) -> _SpellingIndex:
