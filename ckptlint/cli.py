@@ -324,10 +324,14 @@ def check(
 @cli.command("calls")
 @lint_options
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def calls(request: LintRequest, output_format: str) -> None:
+@click.option("--unresolved", is_flag=True, help="Under each call, list the calls in its region the analysis could not follow, and why; end with the coverage.")
+def calls(request: LintRequest, output_format: str, unresolved: bool) -> None:
     """List the checkpoint calls ckptlint recognises in PATHS, with their region, mode, what decided
-    the mode, and where the code says what checkpointing it costs, static cost hints."""
+    the mode, and where the code says what checkpointing it costs, static cost hints. With
+    --unresolved, also what the analysis of each region could not follow."""
     import json
+
+    from ckptlint.call_report import coverage_line
 
     request.want_hints = True
     result = request.run()
@@ -341,6 +345,11 @@ def calls(request: LintRequest, output_format: str) -> None:
             click.echo(f"{item['path']}:{item['line']}:{item['column']}: {item['api']} region={item['region']} mode={mode} source={source}")
             for hint in item["hints"]:
                 click.echo(f"    hint ({hint['kind']}): {hint['message']}")
+            if unresolved:
+                for call in item["coverage"]["unresolved"]:
+                    click.echo(f"    unresolved: {call['path']}:{call['line']}:{call['column']}: {call['callee']} ({call['reason']})")
+        if unresolved:
+            click.echo(coverage_line(described))
     sys.exit(EXIT_ERROR if result.fatal else EXIT_CLEAN)
 
 

@@ -350,6 +350,11 @@ class Project:
         data = content.encode() if isinstance(content, str) else content
         return name.encode() in data or _STAR_IMPORT.search(data) is not None
 
+    def never_read(self, qualified_name: str) -> bool:
+        """Whether the name's library is one whose source is never read (the standard library,
+        torch, NumPy: described by the analysis's tables instead)."""
+        return never_read(qualified_name.split(".")[0])
+
     def is_project_name(self, qualified_name: str) -> bool:
         """Could this dotted name live in the project? (Its first part is importable from a root.)"""
         return qualified_name.partition(".")[0] in self._namespace()

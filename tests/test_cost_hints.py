@@ -95,8 +95,8 @@ def test_the_messages_say_why_and_what_to_do() -> None:
 
 def test_a_lint_computes_no_hints_and_its_findings_are_unchanged() -> None:
     linted, hinted = _lint(want_hints=False), _lint(want_hints=True)
-    assert linted.calls and all("hints" not in call for call in linted.calls)
-    assert [{k: v for k, v in call.items() if k != "hints"} for call in hinted.calls] == linted.calls
+    assert linted.calls and all("hints" not in call and "coverage" not in call for call in linted.calls)
+    assert [{k: v for k, v in call.items() if k not in ("hints", "coverage")} for call in hinted.calls] == linted.calls
     assert linted.findings == hinted.findings == []
 
 
@@ -145,15 +145,20 @@ def test_the_cache_keeps_hints_and_a_lint_entry_is_redone_once_for_calls(tmp_pat
     assert again.calls == hinted.calls
     lint_after = _lint(want_hints=False, cache_dir=cache)  # entries with hints answer a lint too
     assert lint_after.analysed == 0 and lint_after.findings == linted.findings
-    assert [{k: v for k, v in call.items() if k != "hints"} for call in lint_after.calls] == linted.calls
+    assert [{k: v for k, v in call.items() if k not in ("hints", "coverage")} for call in lint_after.calls] == linted.calls
 
 
 def test_a_cached_call_with_malformed_hints_is_rejected() -> None:
     call = {"path": "m.py", "line": 1, "column": 1, "api": "a", "region": "r", "mode": "m", "mode_defaulted": False, "mode_source": "s"}
     entry = {"kind": "analysed", "digest": "d", "hits": [], "findings": [], "names": [[], []], "deps": {}, "key": [], "rules": "all"}
-    good = CacheEntry.from_dict({**entry, "calls": [{**call, "hints": [{"kind": "embedding", "message": "m"}]}]})
+    coverage = {"calls": 1, "resolved": 1, "unresolved": []}
+    good = CacheEntry.from_dict({**entry, "calls": [{**call, "hints": [{"kind": "embedding", "message": "m"}], "coverage": coverage}]})
     assert good.has_hints
     assert not CacheEntry.from_dict({**entry, "calls": [call]}).has_hints
+    assert not CacheEntry.from_dict({**entry, "calls": [{**call, "hints": []}]}).has_hints  # described before coverage was
+    for bad in ({"calls": 1}, {"calls": 1, "resolved": 0, "unresolved": [{"path": "m.py", "line": "1"}]}):
+        with pytest.raises(MalformedCache):
+            CacheEntry.from_dict({**entry, "calls": [{**call, "hints": [], "coverage": bad}]})
     for hints in ({"kind": "x"}, [{"kind": "x"}], [{"kind": 1, "message": "m"}]):
         with pytest.raises(MalformedCache):
             CacheEntry.from_dict({**entry, "calls": [{**call, "hints": hints}]})

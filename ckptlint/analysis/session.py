@@ -31,10 +31,11 @@ from ckptlint.symbols import ModuleSymbols
 
 
 class Analyses:
-    def __init__(self, project: Project, classes: ClassIndex, context_files: ContextFiles):
+    def __init__(self, project: Project, classes: ClassIndex, context_files: ContextFiles, record_calls: bool = False):
         self.inference = TypeInference(project, classes)
         self.resolver = RegionResolver(classes, self.inference)
-        summaries = Summaries(project, classes, self.inference, Mutability(classes))
+        # record_calls: summaries log each call's resolution, for `ckptlint calls --unresolved`
+        summaries = Summaries(project, classes, self.inference, Mutability(classes), record_calls)
         self.regions = RegionEffects(summaries, self.resolver)  # CKP2xx, 401/402, 501, 504: what the replay does
         self.grad_flow = GradFlow(classes, self.inference)  # CKP301/CKP302: what reaches a reentrant region
         self.region_outputs = RegionOutputs(classes, self.inference)  # CKP306: what leaves it

@@ -132,7 +132,7 @@ class CacheEntry:
     def has_hints(self) -> bool:
         """Whether its calls were described with their static cost hints (a run of `ckptlint
         calls`): a lint describes them without, and `ckptlint calls` then redoes the analysis once."""
-        return all("hints" in call for call in self.calls)
+        return all("hints" in call and "coverage" in call for call in self.calls)
 
     def to_dict(self) -> dict[str, object]:
         data: dict[str, object] = {"kind": self.kind.value, "digest": self.digest}
@@ -323,22 +323,33 @@ def _findings(value: object) -> tuple[Finding, ...]:
 
 
 # a described call's fields and their types (call_report.describe_call), as `ckptlint calls` reads them;
-# `hints` (a list of {"kind": str, "message": str}) only when the run described them
+# `hints` (a list of {"kind": str, "message": str}) and `coverage` only when the run described them
 _CALL_FIELDS: dict[str, type] = {"path": str, "line": int, "column": int, "api": str, "region": str, "mode": str, "mode_defaulted": bool, "mode_source": str}
 _HINT_FIELDS = frozenset({"kind", "message"})
+_UNRESOLVED_FIELDS: dict[str, type] = {"path": str, "line": int, "column": int, "callee": str, "reason": str}
 
 
 def _calls(value: object) -> tuple[dict[str, object], ...]:
     if type(value) is not list:
         raise MalformedCache("calls: not a list")
     for call in value:
-        if type(call) is not dict or call.keys() - {"hints"} != _CALL_FIELDS.keys():
+        if type(call) is not dict or call.keys() - {"hints", "coverage"} != _CALL_FIELDS.keys():
             raise MalformedCache("call: not an object with the fields describe_call gives")
         if not all(type(call[name]) is kind for name, kind in _CALL_FIELDS.items()):
             raise MalformedCache("call: a field of the wrong type")
         if "hints" in call and not _hints(call["hints"]):
             raise MalformedCache("call: hints not a list of {kind, message} texts")
+        if "coverage" in call and not _coverage(call["coverage"]):
+            raise MalformedCache("call: coverage not {calls, resolved, unresolved} as describe_coverage gives")
     return tuple(value)
+
+
+def _coverage(value: object) -> bool:
+    if type(value) is not dict or value.keys() != {"calls", "resolved", "unresolved"}:
+        return False
+    if type(value["calls"]) is not int or type(value["resolved"]) is not int or type(value["unresolved"]) is not list:
+        return False
+    return all(type(call) is dict and call.keys() == _UNRESOLVED_FIELDS.keys() and all(type(call[k]) is t for k, t in _UNRESOLVED_FIELDS.items()) for call in value["unresolved"])
 
 
 def _hints(value: object) -> bool:

@@ -33,7 +33,7 @@ from typing import Any
 
 from ckptlint.analysis.contexts.verdicts import with_contexts
 from ckptlint.analysis.session import Analyses
-from ckptlint.call_report import describe_call
+from ckptlint.call_report import describe_call, describe_coverage
 from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import DEFAULT_CATALOGUE
 from ckptlint.classes import ClassIndex
@@ -76,7 +76,7 @@ class Settings:
     libraries: tuple[str, ...] = ()  # installed libraries' directories, in import order (libraries.py)
     versions: Versions = NO_VERSIONS  # the library versions that decide modes (versions.py)
     context_files: ContextFiles = ()  # files that can say how calls run (context_prefilter.py)
-    want_hints: bool = False  # describe each call's static cost hints (`ckptlint calls`, `confirm --cost`: analysis/regions/cost_hints.py)
+    want_hints: bool = False  # describe each call's static cost hints and region coverage (`ckptlint calls`, `confirm --cost`: analysis/regions/cost_hints.py, coverage.py)
 
 
 @dataclass
@@ -126,7 +126,7 @@ class WorkerState:
         catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
         classes = ClassIndex(self.project)
         self.finder = CallFinder(self.project, catalogue, classes, self.names, self.settings.versions)
-        self.analyses = Analyses(self.project, classes, self.settings.context_files)
+        self.analyses = Analyses(self.project, classes, self.settings.context_files, record_calls=self.settings.want_hints)
         self.fix_builder = None
         if self.settings.want_fixes:
             from ckptlint.fix_builder import FixBuilder
@@ -190,7 +190,10 @@ class WorkerState:
             findings.extend(rule.check(context))
         if self.settings.want_hints:
             cost = self.analyses.cost_hints(calls)
-            outcome.calls = [describe_call(call, [hint.to_dict() for hint in cost.hints(call)]) for call in calls]
+            regions = self.analyses.regions
+            outcome.calls = [
+                describe_call(call, [hint.to_dict() for hint in cost.hints(call)], describe_coverage(regions.region_calls(call))) for call in calls
+            ]
         else:
             outcome.calls = [describe_call(call) for call in calls]
         return with_contexts(in_project(findings, self.project), calls, self.analyses.contexts, self.levels, self._calls_in)

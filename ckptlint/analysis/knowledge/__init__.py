@@ -3,4 +3,5 @@
 - `torch_api.py`: torch, NumPy and standard-library calls (random draws, creation, moves, in-place ops).
 - `aten_ops.py`: which aten ops a torch call dispatches (SAC policies, CKP501, CKP504).
 - `collectives.py`: collectives and point-to-point ops between ranks (CKP401, CKP402).
+- `method_names.py`: torch.Tensor's, nn.Module's and built-in types' method names (coverage).
 """

@@ -4,8 +4,10 @@
 - `resolve.py`: the functions a region starts in, with their context.
 - `training_step.py`: checkpoint-call arguments that are false in a checkpointed training step.
 - `checkpoint_choice.py`: a grad-mode branch that only chooses whether to checkpoint.
-- `protocol.py`: the interpreter's surface that `library_calls.py` records on.
+- `protocol.py`: the interpreter's surface that `library_calls.py` and `dispatch.py` use.
 - `interpreter.py`: summarises what a function does, once per calling context.
+- `dispatch.py`: how the interpreter runs a call (library, method, module, project function).
+- `coverage.py`: which calls a region makes the analysis followed, and why not the others.
 - `binding.py`: how a call's values meet a function's parameters.
 - `library_calls.py`: what torch, NumPy, `random` and builtins calls do inside a region.
 - `mutability.py`: which state can change between forward and replay.

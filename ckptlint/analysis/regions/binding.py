@@ -12,10 +12,20 @@ import ast
 from typing import TYPE_CHECKING, Callable
 
 from ckptlint.analysis.knowledge import torch_api
-from ckptlint.analysis.semantics.known_truth import constant_value, false_value
 from ckptlint.analysis.regions.summary import Context
-from ckptlint.analysis.semantics.values import Types
-from ckptlint.analysis.semantics.values import CONST, CONST_VALUE, INPUT, LOCAL, OUTER, ClassType, ContainerType, FunctionType, Value, merge
+from ckptlint.analysis.semantics.known_truth import constant_value, false_value
+from ckptlint.analysis.semantics.values import (
+    CONST_VALUE,
+    INPUT,
+    LOCAL,
+    OUTER,
+    ClassType,
+    ContainerType,
+    FunctionType,
+    Types,
+    Value,
+    merge,
+)
 from ckptlint.symbols import ModuleSymbols, Scope, positional_parameters
 
 if TYPE_CHECKING:

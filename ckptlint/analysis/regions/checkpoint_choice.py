@@ -22,8 +22,10 @@ from __future__ import annotations
 import ast
 import copy
 
+from ckptlint.analysis.regions.training_step import (
+    CHECKPOINT_KEYWORDS,  # what configures the call, not the region
+)
 from ckptlint.catalogue import BUILTIN_APIS
-from ckptlint.analysis.regions.training_step import CHECKPOINT_KEYWORDS  # what configures the call, not the region
 
 # the last component of every checkpoint API's name: `checkpoint`, `_gradient_checkpointing_func`, ...
 CHECKPOINT_CALLEES = frozenset(api_name.rpartition(".")[2] for api in BUILTIN_APIS for api_name in api.names)

@@ -32,11 +32,16 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
-from ckptlint.calls import CheckpointCall
-from ckptlint.catalogue import CALLABLE, MODULE
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics.evaluator import TypeInference
-from ckptlint.analysis.semantics.values import ClassType, ContainerType, FunctionType, Types
+from ckptlint.analysis.semantics.values import (
+    ClassType,
+    ContainerType,
+    FunctionType,
+    Types,
+)
+from ckptlint.calls import CheckpointCall
+from ckptlint.catalogue import CALLABLE, MODULE
 from ckptlint.symbols import FUNCTION, ModuleSymbols, Scope
 
 SINGLE_CHEAP_OP, EMBEDDING, LAST_BLOCK = "single-cheap-op", "embedding", "last-block"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ckptlint.analysis.regions.coverage import REGION_UNKNOWN, RESOLVED, CallEdge, CallLog
 from ckptlint.analysis.regions.interpreter import Summaries
 from ckptlint.analysis.regions.libraries import reached_at
 from ckptlint.analysis.regions.library_calls import own_running_statistics
@@ -40,6 +41,19 @@ class RegionEffects:
                     found.append(effect)
         self._by_call[id(call.node)] = found
         return found
+
+    def region_calls(self, call: CheckpointCall) -> list[CallEdge]:
+        """Every call the region makes, directly or through its callees, each resolved or not
+        (only when the summaries log calls: `Summaries.record_calls`)."""
+        entries = self.resolver.entries(call)
+        if not entries:  # a library module or function, or where the analysis stopped
+            known = self.resolver.region_is_library_code(call)
+            return [CallEdge(call.module, call.node, RESOLVED if known else REGION_UNKNOWN)]
+        log = CallLog()
+        for entry in entries:
+            if isinstance(entry, RegionEntry):
+                log.extend(self.effects.summary(entry.module, entry.scope, entry.context).calls)
+        return list(log.edges.values())
 
     def forget_calls(self) -> None:
         """Drop the effects kept per checkpoint call: with new names, a call can be recognised

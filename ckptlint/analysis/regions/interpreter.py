@@ -27,8 +27,9 @@ from ckptlint.analysis.flow.grad_mode import eval_only, grad_off_only
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.regions import binding, replay_writes
 from ckptlint.analysis.regions.checkpoint_choice import only_chooses_checkpointing
-from ckptlint.analysis.regions.libraries import reached_at
-from ckptlint.analysis.regions.library_calls import LibraryCalls, own_running_statistics
+from ckptlint.analysis.regions.coverage import CallLog
+from ckptlint.analysis.regions.dispatch import CallDispatch
+from ckptlint.analysis.regions.library_calls import LibraryCalls
 from ckptlint.analysis.regions.mutability import Mutability, dotted_path
 from ckptlint.analysis.regions.replay_writes import (
     WriteTracker,
@@ -40,18 +41,14 @@ from ckptlint.analysis.regions.replay_writes import (
 from ckptlint.analysis.regions.summary import (
     EMPTY_SUMMARY,
     GRAD_MODE_BRANCH,
-    NONDETERMINISTIC_OP,
     UNSTABLE_BRANCH,
     Context,
     Effect,
     StateKey,
     Summary,
-    approximation_note,
-    with_note,
 )
 from ckptlint.analysis.semantics.evaluator import TypeInference
 from ckptlint.analysis.semantics.known_truth import constant_value, known_truth
-from ckptlint.analysis.semantics.module_structure import MODULE_METHODS
 from ckptlint.analysis.semantics.values import (
     CONST,
     CONST_VALUE,
@@ -60,10 +57,10 @@ from ckptlint.analysis.semantics.values import (
     LOCAL,
     LOCAL_VALUE,
     OUTER,
-    ClassObjectType,
     ClassType,
     ContainerType,
     FunctionType,
+    TupleType,
     Type,
     Types,
     Value,
@@ -71,6 +68,7 @@ from ckptlint.analysis.semantics.values import (
     element_types,
     merge,
     ordered,
+    unpacked_types,
 )
 from ckptlint.classes import ClassIndex
 from ckptlint.project import Project
@@ -96,8 +94,9 @@ MAX_CALL_DEPTH = 12
 class Summaries:
     """Summaries of project functions, each computed once per calling context."""
 
-    def __init__(self, project: Project, classes: ClassIndex, inference: TypeInference, mutability: Mutability):
+    def __init__(self, project: Project, classes: ClassIndex, inference: TypeInference, mutability: Mutability, record_calls: bool = False):
         self.project = project
+        self.record_calls = record_calls  # log each call's resolution in the summaries (coverage.py)
         self.classes = classes
         self.inference = inference
         self.mutability = mutability
@@ -120,8 +119,9 @@ class Summaries:
         return result
 
 
-class FunctionInterpreter:
+class FunctionInterpreter(CallDispatch):
     library = LibraryCalls()  # torch, NumPy, random and builtins calls
+    analysis: Summaries  # more than the plugins' view of it (protocol.SummariesView)
 
     def __init__(self, analysis: Summaries, module: ModuleSymbols, scope: Scope, context: Context):
         self.analysis = analysis
@@ -135,6 +135,8 @@ class FunctionInterpreter:
         self._seen: set[tuple[str, int]] = set()
         self.returns: list[Value] = []
         self.tracker = WriteTracker()  # what this execution has read and written of outliving state
+        self.calls = CallLog() if analysis.record_calls else None
+        self.imported: set[str] = set()  # locals bound by an import statement in this function
 
     # -- driver ---------------------------------------------------------------
 
@@ -154,6 +156,7 @@ class FunctionInterpreter:
             settled=frozenset(tracker.settled),
             accumulated=frozenset(tracker.accumulated),
             pending=tuple(tracker.pending),
+            calls=tuple(self.calls.edges.values()) if self.calls is not None else (),
         )
 
     def bind_parameters(self) -> None:
@@ -286,6 +289,7 @@ class FunctionInterpreter:
             for alias in node.names:
                 name = alias.asname or alias.name.partition(".")[0]
                 self.env[name] = Value(frozenset({CONST}), path=name)
+                self.imported.add(name)  # `import random` in a function: `random.random()` is still a draw
 
     def if_statement(self, node: ast.If) -> None:
         """Both branches, unless the test is known in this context (`if use_cache:` with
@@ -310,6 +314,11 @@ class FunctionInterpreter:
         if not _is_memo_check(node):
             self.branch(node.test, test)
 
+    def is_local_value(self, name: str) -> bool:
+        """Whether the name holds a value of this run (a local or a closure variable), not a
+        module that a function-level import bound (whose qualified name says what it is)."""
+        return (name in self.env and name not in self.imported) or name in self.closure
+
     def eval_name_quietly(self, name: str) -> Value | None:
         """A local's value, for deciding a test: no reads logged, no effects."""
         return self.env.get(name, self.closure.get(name))
@@ -327,10 +336,15 @@ class FunctionInterpreter:
                 replay_writes.rebind(self, target, ("nonlocal", name), value, "nonlocal-rebind", accumulating)
                 return
             self.env[name] = replace(value, path=name)
+            self.imported.discard(name)
         elif isinstance(target, (ast.Tuple, ast.List)):
             element = self.element(value, None)
-            for item in target.elts:
-                self.assign(item, element if element.types or not value.types else replace(value, types=frozenset()), node)
+            positional = any(isinstance(t, TupleType) for t in value.types) and not any(isinstance(e, ast.Starred) for e in target.elts)
+            for index, item in enumerate(target.elts):
+                if positional:  # `resnet, attn = pair` of a `zip(...)`: each position its own types
+                    self.assign(item, replace(element, types=unpacked_types(value.types, index)), node)
+                else:
+                    self.assign(item, element if element.types or not value.types else replace(value, types=frozenset()), node)
         elif isinstance(target, ast.Starred):
             self.assign(target.value, value, node)
         elif isinstance(target, ast.Attribute):
@@ -459,7 +473,7 @@ class FunctionInterpreter:
         base = node.value
         while isinstance(base, ast.Attribute):
             base = base.value
-        if not isinstance(base, ast.Name) or base.id in self.env or base.id in self.closure:
+        if not isinstance(base, ast.Name) or self.is_local_value(base.id):
             return False
         binding = self.module.binding(self.scope, base.id, base.lineno)
         return binding is not None and binding.kind == IMPORT
@@ -595,177 +609,6 @@ class FunctionInterpreter:
         function = self.inference.function(self.module, scope, bound=sorted(free.items(), key=lambda item: item[0]))
         return replace(function, defined_in_region=True)
 
-    # -- calls ----------------------------------------------------------------
-
-    def eval_Call(self, node: ast.Call) -> Value:
-        func = node.func
-        arguments = [self.eval(a) for a in node.args]
-        keywords = {k.arg: self.eval(k.value) for k in node.keywords if k.arg is not None}
-        for keyword in node.keywords:
-            if keyword.arg is None:
-                self.eval(keyword.value)
-        name = self._callee_name(func)
-        if name is not None:
-            known = self.library.function(self, name, node, arguments, keywords)
-            if known is not None:
-                return known
-        if isinstance(func, ast.Attribute):
-            if _is_super_call(func.value, self.module, self.scope):
-                return self.super_call(func.attr, node, arguments, keywords)
-            if self._names_a_module_attribute(func):  # `ops.scale(x)` after `from . import ops`
-                callee = self.eval(func)
-                if any(isinstance(item, (FunctionType, ClassObjectType, ClassType)) for item in callee.types):
-                    return self.invoke(callee, node, arguments, keywords)
-            receiver = self.eval(func.value)
-            return self.method_call(receiver, func.attr, node, arguments, keywords)
-        return self.invoke(self.eval(func), node, arguments, keywords)
-
-    def _callee_name(self, func: ast.expr) -> str | None:
-        base = func
-        while isinstance(base, ast.Attribute):
-            base = base.value
-        if isinstance(base, ast.Name) and (base.id in self.env or base.id in self.closure):
-            return None
-        name = self.module.qualified_name(func, self.scope)
-        return None if name is None else self.analysis.project.canonical_name(name)
-
-    def method_call(self, receiver: Value, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
-        known = self.library.method(self, receiver, method, node)
-        if known is not None:
-            return known
-        text = f"{receiver.path}.{method}" if receiver.path else method
-        results = self.bound_methods(receiver, method, node, arguments, keywords)
-        if results is not None:
-            return results
-        attribute = self.attribute_of(receiver, method)
-        if any(isinstance(t, (ClassType, FunctionType, ContainerType)) for t in attribute.types):
-            return self.invoke(attribute, node, arguments, keywords)  # `self.block(x)`: a module attribute
-        if method in MODULE_METHODS:  # `self.children()`, `self.blocks.values()`, `block.train()`
-            types = self.inference.module_method_types(method, receiver.types, node.args[0] if node.args else None)
-            if types is not None:
-                return Value(receiver.origins, types, receiver.volatile, f"{text}()", receiver.attribute)
-        if method in torch_api.ALIASING_METHODS:
-            types = element_types(receiver.types) if method in ("get", "setdefault", "values", "__getitem__") else receiver.types
-            return Value(receiver.origins, types, receiver.volatile, f"{text}()", receiver.attribute)
-        return Value(volatile=receiver.volatile)
-
-    def bound_methods(self, receiver: Value, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value | None:
-        """Calls of project methods on a receiver of known class (`self.helper(x)`, `block.forward(x)`)."""
-        results: list[Value] = []
-        for item in ordered(receiver.types):
-            if isinstance(item, ClassType):
-                info = self.analysis.classes.by_name(item.name)
-                if info is None:
-                    continue
-                instance = replace(receiver, types=frozenset({item}))  # `self` is this class in its method
-                if method in ("forward", "__call__"):
-                    results.append(self.call_module(instance, item, node, arguments, keywords))
-                    continue
-                found = self.analysis.classes.find_method(info, method)
-                if found is not None:
-                    owner, scope = found
-                    function = self.inference.function(owner.module, scope, instance)
-                    results.append(self.call_function(function, node, arguments, keywords))
-            elif isinstance(item, FunctionType) and method == "__call__":
-                results.append(self.call_function(item, node, arguments, keywords))
-        return merge(results) if results else None
-
-    def super_call(self, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
-        """`super().forward(x)`: the next definition in the method resolution order."""
-        owner_scope = self.scope.parent
-        receiver = self.env.get(self.scope.first_parameter() or "", None)
-        if owner_scope is None or owner_scope.kind != "class" or receiver is None:
-            return LOCAL_VALUE
-        classes = self.analysis.classes
-        owner = classes.info(self.module, owner_scope)
-        for ancestor in classes.ancestors(owner):
-            if isinstance(ancestor, str):
-                if method == "forward":
-                    self.library.torch_super_forward(self, node, receiver.path or "self", ancestor)
-                continue
-            scope = ancestor.method(method)
-            if scope is not None:
-                function = self.inference.function(ancestor.module, scope, receiver)
-                return self.call_function(function, node, arguments, keywords)
-        return LOCAL_VALUE
-
-    def invoke(self, callee: Value, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
-        results: list[Value] = []
-        for item in ordered(callee.types):
-            if isinstance(item, FunctionType):
-                results.append(self.call_function(item, node, arguments, keywords))
-            elif isinstance(item, ClassType):
-                results.append(self.call_module(replace(callee, types=frozenset({item})), item, node, arguments, keywords))
-            elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
-                for element in ordered(item.elements):
-                    element_value = Value(callee.origins, frozenset({element}), path=f"{callee.path}[...]")
-                    results.append(self.invoke(element_value, node, arguments, keywords))
-            elif isinstance(item, ClassObjectType):
-                results.append(Value(types=self.inference.instance_types(item.name, node, self.module, self.scope, 0)))
-        return merge(results) if results else LOCAL_VALUE
-
-    def call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
-        """Calling an `nn.Module` instance runs its forward."""
-        if item.built_by:  # its class came from a builder's unknown key: what it does is noted so
-            start = len(self.effects)
-            try:
-                return self._call_module(module_value, item, node, arguments, keywords)
-            finally:
-                note = approximation_note(module_value.path or ast.unparse(node.func), item.built_by)
-                self.effects[start:] = [with_note(effect, note) for effect in self.effects[start:]]
-        return self._call_module(module_value, item, node, arguments, keywords)
-
-    def _call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
-        if self.library.module_call(self, module_value.path or ast.unparse(node.func), item, node):
-            return LOCAL_VALUE
-        info = self.analysis.classes.by_name(item.name)
-        if info is None:
-            return LOCAL_VALUE
-        view = self.inference.construction.container_view(self.inference, item, None, None, None, 0)
-        receiver = module_value.renamed("self") if view is None else module_value.with_types({item, view}).renamed("self")
-        for method in ("forward", "__call__"):
-            found = self.analysis.classes.find_method(info, method)
-            if found is not None:
-                owner, scope = found
-                function = self.inference.function(owner.module, scope, receiver)
-                # a norm module's statistics were reported at this call (`module_call`): not again inside it
-                skip = own_running_statistics if item.running_stats else None
-                return self.call_function(function, node, arguments, keywords, skip)
-        if view is not None and view.kind == torch_api.SEQUENTIAL:  # an nn.Sequential subclass runs what it registered
-            return self.invoke(Value(module_value.origins, frozenset({view}), path=module_value.path), node, arguments, keywords)
-        self.library.inherited_forward(self, node, [a for a in self.analysis.classes.ancestors(info) if isinstance(a, str)], item.short)
-        return LOCAL_VALUE
-
-    def call_function(
-        self, function: FunctionType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value], skip: Callable[[Effect], bool] | None = None
-    ) -> Value:
-        """Run a project function: its summary's effects, chained through it; `skip` leaves out
-        those the caller has already reported in its own words."""
-        module: ModuleSymbols = function.module  # type: ignore[assignment]  # project functions carry the module that defines them
-        scope = module.scope_of.get(id(function.node)) if module is not None else None
-        if scope is None:
-            return LOCAL_VALUE
-        context = binding.call_context(function, scope, node, arguments, keywords)
-        if context is None:  # the call cannot bind to this callee: it is not the one called
-            return LOCAL_VALUE
-        summary = self.analysis.summary(module, scope, context)
-        into_library = module.library and not self.module.library  # reported at this line (analysis/regions/libraries.py)
-        inference_call: bool | None = None  # whether this call runs in eval mode only, once asked
-        for effect in summary.effects:
-            if skip is not None and skip(effect):
-                continue
-            if effect.kind == NONDETERMINISTIC_OP:
-                inference_call = self.inference_only(node) if inference_call is None else inference_call
-                if inference_call:
-                    continue  # an eval-mode call: no backward differentiates what it decides (CKP504)
-            effect = replace(effect, chain=(function.name, *effect.chain))
-            self.record(reached_at(effect, self.module, node) if into_library else effect)
-        for effect in self.tracker.merge_callee(summary, function.name):  # stores of state this run read first
-            if skip is not None and skip(effect):
-                continue
-            self.record(reached_at(effect, self.module, node) if into_library else effect)
-        return summary.returns
-
 
 _OPERATOR_SYMBOLS = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
@@ -795,6 +638,3 @@ def _merge_envs(envs: list[dict[str, Value]]) -> dict[str, Value]:
             names.setdefault(name, []).append(value)
     return {name: merge(values) for name, values in names.items()}
 
-
-def _is_super_call(expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
-    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "super"

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import ast
 
-from ckptlint.analysis.knowledge import collectives
-from ckptlint.analysis.knowledge import aten_ops
-from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.flow.accumulation import decision_use, result_names
 from ckptlint.analysis.flow.integers import INDICES, is_integer, kind_of
 from ckptlint.analysis.flow.routing import index_names, routing_use
 from ckptlint.analysis.flow.saved_outputs import producer_of
+from ckptlint.analysis.knowledge import aten_ops, collectives, torch_api
 from ckptlint.analysis.regions.protocol import Interpreter
 from ckptlint.analysis.regions.summary import (
     COLLECTIVE_OP,
@@ -45,6 +43,7 @@ from ckptlint.analysis.semantics.values import (
     ClassType,
     ContainerType,
     RngType,
+    TupleType,
     Value,
     Volatility,
     constructed_rng,
@@ -118,6 +117,11 @@ class LibraryCalls:
             return CONST_VALUE
         if short == "super":
             return CONST_VALUE
+        if short == "zip" and arguments and not keywords and not any(isinstance(a, ast.Starred) for a in node.args):
+            pairs = TupleType(tuple(element_types(a.types) for a in arguments))  # `for resnet, attn in zip(self.resnets, self.attentions)`
+            return _sequence_of(arguments, pairs)
+        if short == "enumerate" and arguments and not any(isinstance(a, ast.Starred) for a in node.args):
+            return _sequence_of(arguments[:1], TupleType((frozenset(), element_types(arguments[0].types))))
         if short in torch_api.VOLATILITY_PRESERVING_BUILTINS:
             return Value(volatile=frozenset().union(*(v.volatile for v in [*arguments, *keywords.values()])))
         return None if short in _ITERATION_BUILTINS else LOCAL_VALUE
@@ -347,6 +351,13 @@ def _true_keyword(node: ast.Call, name: str) -> bool:
 
 def _false_constant(value: ast.expr | None) -> bool:
     return isinstance(value, ast.Constant) and not value.value
+
+
+def _sequence_of(arguments: list[Value], element: TupleType) -> Value:
+    """An iterator of `element` tuples over `arguments` (their origins: what it yields is theirs)."""
+    origins = frozenset().union(*(a.origins for a in arguments))
+    volatile = frozenset().union(*(a.volatile for a in arguments))
+    return Value(origins, frozenset({ContainerType(torch_api.SEQUENCE, frozenset({element}))}), volatile)
 
 
 def _drawn(callee: str) -> Value:

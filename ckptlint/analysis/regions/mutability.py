@@ -13,9 +13,17 @@ import ast
 from typing import Iterator
 
 from ckptlint.analysis.knowledge import torch_api
-from ckptlint.syntax import walk, walk_branches
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.symbols import ASSIGN, MODULE, OTHER, UNPACK, ModuleSymbols, Scope, positional_parameters
+from ckptlint.symbols import (
+    ASSIGN,
+    MODULE,
+    OTHER,
+    UNPACK,
+    ModuleSymbols,
+    Scope,
+    positional_parameters,
+)
+from ckptlint.syntax import walk, walk_branches
 
 _MUTATING_METHODS = torch_api.CONTAINER_MUTATORS | torch_api.CONTAINER_ONLY_MUTATORS
 _PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer")

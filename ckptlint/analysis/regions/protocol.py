@@ -1,4 +1,4 @@
-"""The interpreter as its library-call plugin sees it (`Interpreter`).
+"""The interpreter as its library-call plugin and its call dispatch see it (`Interpreter`).
 
 `interpreter.FunctionInterpreter` asks `library_calls.LibraryCalls` about calls it does not
 follow, and the plugin records effects back on the interpreter and evaluates through it:
@@ -12,12 +12,16 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from ckptlint.analysis.regions.summary import Effect
+from ckptlint.analysis.regions.coverage import CallLog
+from ckptlint.analysis.regions.summary import Context, Effect, Summary
 from ckptlint.analysis.semantics.values import Value
 from ckptlint.classes import ClassIndex
+from ckptlint.project import Project
 from ckptlint.symbols import ModuleSymbols, Scope
 
 if TYPE_CHECKING:  # annotations only (as in binding.py): the evaluator need not load for this interface
+    from ckptlint.analysis.regions.library_calls import LibraryCalls
+    from ckptlint.analysis.regions.replay_writes import WriteTracker
     from ckptlint.analysis.semantics.evaluator import TypeInference
 
 
@@ -27,11 +31,22 @@ class SummariesView(Protocol):
     @property
     def classes(self) -> ClassIndex: ...
 
+    @property
+    def project(self) -> Project: ...
+
+    def summary(self, module: ModuleSymbols, scope: Scope, context: Context) -> Summary: ...
+
 
 class Interpreter(Protocol):
     inference: TypeInference
     module: ModuleSymbols
     scope: Scope
+    library: LibraryCalls
+    env: dict[str, Value]
+    closure: dict[str, Value]
+    effects: list[Effect]
+    tracker: WriteTracker
+    calls: CallLog | None  # what it called, when coverage is asked for (coverage.py)
 
     @property
     def analysis(self) -> SummariesView: ...
@@ -49,3 +64,7 @@ class Interpreter(Protocol):
     def attribute_of(self, base: Value, attribute: str) -> Value: ...
 
     def eval(self, node: ast.AST | None) -> Value: ...
+
+    def _names_a_module_attribute(self, node: ast.Attribute) -> bool: ...
+
+    def is_local_value(self, name: str) -> bool: ...

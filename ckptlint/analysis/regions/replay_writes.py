@@ -24,10 +24,31 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Protocol, Sequence
 
 from ckptlint.analysis.regions import binding
-from ckptlint.analysis.regions.mutability import Mutability, dotted_path, lazy_initialised_names, set_once_or_restored
-from ckptlint.analysis.regions.protocol import SummariesView, Interpreter
-from ckptlint.analysis.regions.summary import GLOBAL_STATE, OUTER_STATE, TENSOR_STATE, Effect, PendingStore, StateKey, Summary
-from ckptlint.analysis.semantics.values import GLOBAL, GRAD_MODE, INPUT, ClassType, ContainerType, Value, Volatility
+from ckptlint.analysis.regions.mutability import (
+    Mutability,
+    dotted_path,
+    lazy_initialised_names,
+    set_once_or_restored,
+)
+from ckptlint.analysis.regions.protocol import Interpreter, SummariesView
+from ckptlint.analysis.regions.summary import (
+    GLOBAL_STATE,
+    OUTER_STATE,
+    TENSOR_STATE,
+    Effect,
+    PendingStore,
+    StateKey,
+    Summary,
+)
+from ckptlint.analysis.semantics.values import (
+    GLOBAL,
+    GRAD_MODE,
+    INPUT,
+    ClassType,
+    ContainerType,
+    Value,
+    Volatility,
+)
 from ckptlint.syntax import walk
 
 WRITE_KINDS = frozenset({GLOBAL_STATE, OUTER_STATE, TENSOR_STATE})

@@ -100,6 +100,17 @@ class RegionResolver:
                 entries.extend(self._sequential_entries(item, region, set()))
         return entries
 
+    def region_is_library_code(self, call: CheckpointCall) -> bool:
+        """Whether a region with no project entry is a library's module or function (`self.wte`
+        an `nn.Embedding`, `F.gelu`): what it does is the library tables', not unknown."""
+        region = call.region
+        if not isinstance(region, ast.expr):
+            return False
+        if any(isinstance(t, ClassType) for t in self._region_types(region, call)):
+            return True
+        name = call.module.qualified_name(region, call.scope)
+        return name is not None and self.inference.project.never_read(name)
+
     def _sequential_entries(self, container: ContainerType, region: ast.expr, seen: set[ContainerType]) -> list[RegionEntry | RunningStatsRegion]:
         """Every module a Sequential runs; a norm among them is reported at the call (it has no line of its own)."""
         if container in seen:

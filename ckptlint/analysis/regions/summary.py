@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, replace
 
+from ckptlint.analysis.regions.coverage import CallEdge
 from ckptlint.analysis.semantics.values import LOCAL_VALUE, Value
 from ckptlint.symbols import ModuleSymbols
 
@@ -109,6 +110,7 @@ class Summary:
     settled: frozenset[StateKey] = frozenset()  # written state whose last write the replay repeats identically
     accumulated: frozenset[StateKey] = frozenset()  # written state it added to or changed in place
     pending: tuple[PendingStore, ...] = ()  # plain stores, hazards where a caller read the state first
+    calls: tuple[CallEdge, ...] = ()  # the calls it and its callees make, when coverage is asked for (coverage.py)
 
 
 EMPTY_SUMMARY = Summary()
