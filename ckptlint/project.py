@@ -33,9 +33,9 @@ from ckptlint.finding import Finding
 from ckptlint.libraries import never_read
 from ckptlint.prefilter import WORDS_ONLY
 from ckptlint.source import DecodeError, SourceFile, decode_source
+from ckptlint.stubs import OVERRIDING_STUBS, STUBS
 from ckptlint.symbols import CLASSDEF, DEF, Binding, ModuleSymbols
 from ckptlint.syntax import parse, parse_error
-
 
 _STAR_IMPORT = re.compile(rb"\bimport[ \t\\\n(]*\*")  # `from m import *`, however spaced
 
@@ -377,7 +377,7 @@ class Project:
         """Top-level name -> the first library directory holding it, without those never read."""
         if self._library_heads is None:
             self._library_heads = {}
-            for directory in self.library_roots:
+            for directory in [*self.library_roots, STUBS]:  # the stubs answer only for what is not installed
                 for entry in self._entries(directory):
                     head = entry[:-3] if entry.endswith(".py") else entry
                     if head.isidentifier() and head not in self._library_heads and not never_read(head):
@@ -443,6 +443,10 @@ class Project:
         if root is None:
             return None
         library = parts[0] not in self._namespace()
+        if library and name in OVERRIDING_STUBS:  # a builder whose installed code the analysis cannot follow
+            stub = STUBS.joinpath(*parts).with_suffix(".py")
+            self._library_root_of[stub] = STUBS
+            return stub
         parts[0] = parts[0].partition("@")[0]
         directory, leaf = root.joinpath(*parts[:-1]), parts[-1]
         entries = self._entries(directory)

@@ -52,13 +52,20 @@ def _imported(tree: ast.Module, module: str, is_package: bool, type_checking: bo
     return found
 
 
+def _code_files() -> list[Path]:
+    """ckptlint's own modules: not the library stubs under ckptlint/stubs/<library>/, which the
+    analysis reads as data (never imports) and which name torch as the libraries do."""
+    stubs = PACKAGE / "stubs"
+    return sorted(p for p in PACKAGE.rglob("*.py") if not (p.is_relative_to(stubs) and p.parent != stubs))
+
+
 def import_graph() -> dict[str, set[str]]:
     """Module -> the ckptlint modules it imports: `from pkg import name` is an edge to the
     module pkg.name when there is one, else to pkg. A parent package that an import runs on
     the way is not an edge (every package would otherwise be in a cycle with its modules).
     `TYPE_CHECKING` imports count, except in a `protocol.py`: an interface module names the
     types its protocol's signatures mention, the one place a type-only edge may point back."""
-    files = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    files = {_module_name(path): path for path in _code_files()}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -137,7 +144,7 @@ def test_rule_files_import_only_the_vocabulary_the_catalogue_findings_and_the_ru
 
 
 def test_only_the_runtime_imports_torch() -> None:
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in _code_files():
         name = _module_name(path)
         if name.startswith("ckptlint.runtime"):
             continue
@@ -158,7 +165,7 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
 
     ignore = re.compile(r"#\s*type:\s*ignore(?P<code>\[[\w,-]+\])?(?P<rest>.*)$")
     unexplained = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in _code_files():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             match = ignore.search(line)
             if match and (not match.group("code") or not re.match(r"\s+#\s*\S", match.group("rest"))):
@@ -229,7 +236,7 @@ def _class_sizes(path: Path) -> list[tuple[str, int]]:
 
 
 def test_no_class_over_650_lines_and_no_analysis_module_over_800() -> None:
-    large_classes = [f"{_module_name(p)}.{name} {size}" for p in sorted(PACKAGE.rglob("*.py")) for name, size in _class_sizes(p) if size > MAX_CLASS_LINES]
+    large_classes = [f"{_module_name(p)}.{name} {size}" for p in _code_files() for name, size in _class_sizes(p) if size > MAX_CLASS_LINES]
     analysis = PACKAGE / "analysis"
     large_modules = [f"{_module_name(p)} {n}" for p in sorted(analysis.rglob("*.py")) if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_ANALYSIS_MODULE_LINES]
     assert large_classes == [] and large_modules == []
@@ -259,7 +266,15 @@ def test_importing_the_rule_base_loads_neither_the_type_evaluator_nor_the_gradie
 
 
 def test_every_analysis_module_is_named_in_its_package_docstring_and_the_map_is_current() -> None:
-    from ckptlint.analysis_map import ANALYSIS as ANALYSIS_DIR, END, START, analysis_map, docstring, items, packages
+    from ckptlint.analysis_map import ANALYSIS as ANALYSIS_DIR
+    from ckptlint.analysis_map import (
+        END,
+        START,
+        analysis_map,
+        docstring,
+        items,
+        packages,
+    )
 
     assert set(packages()) == {p.name for p in ANALYSIS_DIR.iterdir() if (p / "__init__.py").exists()}
     assert [LAYERS[p] for p in packages()] == sorted(LAYERS[p] for p in packages())  # named in layer order

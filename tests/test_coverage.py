@@ -7,6 +7,8 @@ import ast
 import json
 from pathlib import Path
 
+from conftest import run_cli
+
 from ckptlint.analysis.regions.coverage import (
     ATTRIBUTE_UNKNOWN,
     FUNCTION_APPLY,
@@ -18,7 +20,6 @@ from ckptlint.analysis.regions.coverage import (
 )
 from ckptlint.source import SourceFile
 from ckptlint.symbols import ModuleSymbols
-from conftest import run_cli
 
 FIXTURE = "fixtures/coverage/region_calls.py"
 

@@ -23,6 +23,7 @@ from ckptlint.analysis.regions.summary import (
     approximation_note,
     with_note,
 )
+from ckptlint.analysis.semantics.evaluator import is_property
 from ckptlint.analysis.semantics.module_structure import MODULE_METHODS
 from ckptlint.analysis.semantics.values import (
     LOCAL_VALUE,
@@ -36,7 +37,6 @@ from ckptlint.analysis.semantics.values import (
     ordered,
 )
 from ckptlint.symbols import ModuleSymbols, Scope
-
 
 if TYPE_CHECKING:  # typed against the interface; at run time no protocol members (its properties) are inherited
     _Interpreter = Interpreter
@@ -140,7 +140,7 @@ class CallDispatch(_Interpreter):
                     results.append(self.call_module(instance, item, node, arguments, keywords))
                     continue
                 found = self.analysis.classes.find_method(info, method)
-                if found is not None:
+                if found is not None and not is_property(found[1].node):  # a property's value is called: `attribute_of`
                     owner, scope = found
                     function = self.inference.function(owner.module, scope, instance)
                     results.append(self.call_function(function, node, arguments, keywords))

@@ -13,6 +13,7 @@ in torch_api.py, so a new library fact is a table entry plus, at most, a branch 
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from ckptlint.analysis.flow.accumulation import decision_use, result_names
 from ckptlint.analysis.flow.integers import INDICES, is_integer, kind_of
@@ -32,6 +33,7 @@ from ckptlint.analysis.regions.summary import (
     TORCH_RANDOM,
     Effect,
 )
+from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.values import (
     CONST,
     CONST_VALUE,
@@ -48,6 +50,7 @@ from ckptlint.analysis.semantics.values import (
     Volatility,
     constructed_rng,
     element_types,
+    merge,
     ordered,
 )
 from ckptlint.symbols import ASSIGN
@@ -104,6 +107,10 @@ class LibraryCalls:
             attribute = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
             if isinstance(attribute, str):
                 return run.attribute_of(arguments[0], attribute)
+            names = registries.keys(arguments[1].types) if len(arguments) > 1 else None
+            if names is not None:  # `getattr(self, self.norm1_name)`: the names it can hold
+                found = merge([run.attribute_of(arguments[0], name) for name in sorted(names)])
+                return found if len(names) == 1 else replace(found, path=f"{arguments[0].path}.<{ast.unparse(node.args[1])}>")
             if len(node.args) > 1:  # `getattr(self, f"layer{i}")`: any module the name can denote
                 types = run.inference.dynamic_attribute_types(arguments[0].types, node.args[1])
                 return Value(arguments[0].origins, types, arguments[0].volatile, path=f"{arguments[0].path}.<{ast.unparse(node.args[1])}>")
@@ -119,9 +126,9 @@ class LibraryCalls:
             return CONST_VALUE
         if short == "zip" and arguments and not keywords and not any(isinstance(a, ast.Starred) for a in node.args):
             pairs = TupleType(tuple(element_types(a.types) for a in arguments))  # `for resnet, attn in zip(self.resnets, self.attentions)`
-            return _sequence_of(arguments, pairs)
+            return _sequence_of(pairs)
         if short == "enumerate" and arguments and not any(isinstance(a, ast.Starred) for a in node.args):
-            return _sequence_of(arguments[:1], TupleType((frozenset(), element_types(arguments[0].types))))
+            return _sequence_of(TupleType((frozenset(), element_types(arguments[0].types))))
         if short in torch_api.VOLATILITY_PRESERVING_BUILTINS:
             return Value(volatile=frozenset().union(*(v.volatile for v in [*arguments, *keywords.values()])))
         return None if short in _ITERATION_BUILTINS else LOCAL_VALUE
@@ -353,11 +360,12 @@ def _false_constant(value: ast.expr | None) -> bool:
     return isinstance(value, ast.Constant) and not value.value
 
 
-def _sequence_of(arguments: list[Value], element: TupleType) -> Value:
-    """An iterator of `element` tuples over `arguments` (their origins: what it yields is theirs)."""
-    origins = frozenset().union(*(a.origins for a in arguments))
-    volatile = frozenset().union(*(a.volatile for a in arguments))
-    return Value(origins, frozenset({ContainerType(torch_api.SEQUENCE, frozenset({element}))}), volatile)
+def _sequence_of(element: TupleType) -> Value:
+    """An iterator of `element` tuples: the types of what it yields, so that the modules a loop
+    over `zip(self.resnets, self.attentions)` calls are known. Ownership and volatility stay
+    unknown, as for any iterator: which elements a replay mutates or branches on is the loop
+    body's business, read through the elements' own values."""
+    return Value(types=frozenset({ContainerType(torch_api.SEQUENCE, frozenset({element}))}))
 
 
 def _drawn(callee: str) -> Value:

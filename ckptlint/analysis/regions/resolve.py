@@ -20,6 +20,7 @@ from ckptlint.analysis.semantics.evaluator import TypeInference
 from ckptlint.analysis.semantics.known_truth import false_value
 from ckptlint.analysis.semantics.values import (
     INPUT,
+    NONE_TYPE,
     OUTER,
     ClassType,
     ContainerType,
@@ -106,7 +107,7 @@ class RegionResolver:
         region = call.region
         if not isinstance(region, ast.expr):
             return False
-        if any(isinstance(t, ClassType) for t in self._region_types(region, call)):
+        if any(isinstance(t, ClassType) and t != NONE_TYPE for t in self._region_types(region, call)):
             return True
         name = call.module.qualified_name(region, call.scope)
         return name is not None and self.inference.project.never_read(name)

@@ -99,7 +99,7 @@ class TypeInference(ModuleStructure, ZooChoices):
         if isinstance(expr, ast.Attribute):
             return self._attribute_expr_types(expr, module, scope, depth)
         if isinstance(expr, ast.Constant):
-            return registries.literal(expr.value)
+            return registries.NONE_ONLY if expr.value is None else registries.literal(expr.value)
         if isinstance(expr, ast.Subscript):
             base = self.types(expr.value, module, scope, depth + 1)
             if isinstance(expr.slice, ast.Slice):
@@ -136,6 +136,10 @@ class TypeInference(ModuleStructure, ZooChoices):
             return element_types(self.types(expr.value, module, scope, depth + 1))
         if isinstance(expr, ast.NamedExpr):
             return self.types(expr.value, module, scope, depth + 1)
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):  # `abbr + str(postfix)`: a name to register under
+            return registries.concatenated([self.types(side, module, scope, depth + 1) for side in (expr.left, expr.right)])
+        if isinstance(expr, ast.JoinedStr):
+            return registries.concatenated([self.types(v.value if isinstance(v, ast.FormattedValue) else v, module, scope, depth + 1) for v in expr.values])
         return EMPTY
 
     def elements_types(self, elements: Iterable[ast.expr], module: ModuleSymbols, scope: Scope, depth: int) -> Types:
@@ -187,7 +191,7 @@ class TypeInference(ModuleStructure, ZooChoices):
                 returned = self.returned_types_with(callee_module, callee_scope, passed)
             else:
                 returned = self.returned_types(callee_module, callee_scope)
-            found: set[Type] = set()
+            found: set[Type] = set(self._passed_through(callee_scope, callee.receiver is not None, call, module, scope, depth))
             for item in returned:
                 if isinstance(item, FunctionType) and bound and item.node is not None:
                     # a closure factory: the inner function sees the factory's arguments
@@ -195,6 +199,23 @@ class TypeInference(ModuleStructure, ZooChoices):
                 found.add(item)
             return frozenset(found)
         return EMPTY
+
+    def _passed_through(self, callee_scope: Scope, has_receiver: bool, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
+        """What a function that returns a parameter unchanged (`not_none(value)`, a typed
+        `apply_module(m)`, a cast) gives back of this call's argument for it."""
+        node = callee_scope.node
+        if call is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return EMPTY
+        params = [a.arg for a in positional_parameters(node.args)][1 if has_receiver else 0 :]
+        returned = {e.id for e in self.return_expressions(callee_scope) if isinstance(e, ast.Name)}
+        found: set[Type] = set()
+        for index, name in enumerate(params):
+            if name not in returned or any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+                continue
+            argument = call.args[index] if index < len(call.args) else next((k.value for k in call.keywords if k.arg == name), None)
+            if argument is not None:
+                found.update(self.types(argument, module, scope, depth + 1))
+        return frozenset(found)
 
     def _bind_call_types(
         self, callee_scope: Scope, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int
@@ -244,7 +265,12 @@ class TypeInference(ModuleStructure, ZooChoices):
             attribute = call.args[1]
             if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str):
                 return self.member_types(base, attribute.value)
+            names = registries.keys(self.types(attribute, module, scope, depth + 1))
+            if names is not None:  # `getattr(self, self.norm1_name)` with the name `build_norm_layer` gave
+                return frozenset().union(*(self.member_types(base, n) for n in sorted(names)))
             return self.dynamic_attribute_types(base, attribute)
+        if name == "builtins.str" and len(call.args) == 1:
+            return registries.concatenated([self.types(call.args[0], module, scope, depth + 1)])
         if name in torch_api.PYTHON_CONTAINER_CALLS:
             return self.container_call(name, call, module, scope, depth)
         if name in ("copy.copy", "copy.deepcopy") and call.args:
@@ -514,6 +540,15 @@ class TypeInference(ModuleStructure, ZooChoices):
         self._attribute_types[key] = result
         return result
 
+    def as_configured(self, item: ClassType, evaluate: Callable[[dict[str, Types] | None], Types]) -> Types:
+        """`evaluate(bound)` as the instance was built: its constructor's arguments (`bound`) and
+        choosing arguments (its config, seen by `__init__`) in force."""
+        info = self.classes.by_name(item.name)
+        if info is None:
+            return evaluate(None)
+        bound = {name: frozenset(types) for name, types in item.arguments} or None
+        return self._configured(info, item.config, lambda: evaluate(bound))
+
     def _configured(self, info: ClassInfo, config: Passed, evaluate: Callable[[], Types]) -> Types:
         """`evaluate()` with the constructor's choosing arguments (`config`) seen by `__init__`."""
         init = self.classes.find_method(info, "__init__")
@@ -550,8 +585,13 @@ class TypeInference(ModuleStructure, ZooChoices):
                 found.update(self.annotation_types(annotation, cls.module, cls.scope))
                 has_init = self.classes.find_method(info, "__init__") is not None
                 found.update(field_keys(cls, attribute, has_init, self.qualified_name))  # `norm_layer: str = 'layernorm'`
+                default = cls.class_level_defaults.get(attribute)
+                if default is not None and not has_init:  # a dataclass field naming a class: `router: RouterBuilder = TopKRouter`
+                    found.update(t for t in self.types(default, cls.module, cls.scope) if isinstance(t, (ClassObjectType, FunctionType)))
             method = cls.method(attribute)
-            if method is not None:
+            if method is not None and is_property(method.node):  # `@property def norm1(self): return getattr(self, self.norm1_name)`
+                found.update(self.returned_types(cls.module, method))
+            elif method is not None:
                 found.add(self.function(cls.module, method, Value(frozenset({OUTER}), frozenset({self.receiver_type(info)}), path="self")))
         built = self.construction
         found.update(built.added_types(self, info, attribute, computed=False, bound=bound))  # `self.add_module("norm", m)`
@@ -647,3 +687,9 @@ def _is_static(node: ast.AST) -> bool:
     if getattr(node, "name", "") in IMPLICIT_CLASS_METHODS:
         return True
     return any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in getattr(node, "decorator_list", ()))
+
+
+def is_property(node: ast.AST) -> bool:
+    """A method read as an attribute: `@property`, `@functools.cached_property`."""
+    decorators = getattr(node, "decorator_list", ())
+    return any((d.id if isinstance(d, ast.Name) else d.attr if isinstance(d, ast.Attribute) else "") in ("property", "cached_property") for d in decorators)

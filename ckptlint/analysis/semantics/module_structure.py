@@ -108,7 +108,7 @@ class ModuleStructure(TypeEvaluator):
                 continue  # a module registered from a getattr on its own class (transformers' Trainer): no new types
             self._dynamic_lookups.add(key)
             try:
-                found.update(self.construction.added_types(self, info, pattern))
+                found.update(self.as_configured(item, lambda bound: self.construction.added_types(self, info, pattern, bound=bound)))
                 for cls in self.classes.mro(info):
                     for attribute in sorted({*cls.attribute_assignments, *cls.class_level_annotations}):
                         if isinstance(pattern, tuple) and pattern_matches(attribute, pattern):

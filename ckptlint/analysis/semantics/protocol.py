@@ -11,7 +11,7 @@ adds no object holding a reference back to the evaluator.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from ckptlint.analysis.semantics.values import ClassType, Type, Types
 from ckptlint.classes import ClassIndex, ClassInfo
@@ -41,6 +41,8 @@ class TypeEvaluator(Protocol):
     def instance(self, class_name: str, call: ast.Call | None) -> ClassType: ...
 
     def instance_attribute_types(self, item: ClassType, attribute: str) -> Types: ...
+
+    def as_configured(self, item: ClassType, evaluate: Callable[[dict[str, Types] | None], Types]) -> Types: ...
 
     def returned_types(self, module: ModuleSymbols, scope: Scope) -> Types: ...
 

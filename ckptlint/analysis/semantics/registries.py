@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Callable, Iterable
 
 from ckptlint.analysis.semantics.values import (
+    NONE_TYPE,
     ClassObjectType,
     ClassType,
     FunctionType,
@@ -42,20 +43,48 @@ ALL_METHODS = KEYED_METHODS | STRING_METHODS | REGISTRY_METHODS
 NO_KEY: Types = frozenset({LiteralType("\0")})
 # types a constructor or builder argument can carry that choose what gets built
 CHOICE_TYPES = (LiteralType, KeyedType, ClassObjectType)
+NONE_ONLY: Types = frozenset({NONE_TYPE})
+
+
+MAX_TEXTS = 16  # strings a concatenation may give before it is unknown
 
 
 def literal(value: object) -> Types:
-    """A short string constant is a possible key; anything else is not."""
+    """A short string constant is a possible key, an int a part of one (`'bn' + str(1)`);
+    anything else is neither."""
     if isinstance(value, str) and len(value) <= MAX_LITERAL:
         return frozenset({LiteralType(value)})
+    if isinstance(value, int) and not isinstance(value, bool):
+        return frozenset({LiteralType(str(value), number=True)})
     return frozenset()
 
 
 def keys(types: Types) -> frozenset[str] | None:
-    """The strings a key can be, or None when any of its values is unknown."""
+    """The strings a key can be, or None when any of its values is unknown (or a number, which
+    no string key equals)."""
+    if not types or not all(isinstance(t, LiteralType) and not t.number for t in types):
+        return None
+    return frozenset(t.value for t in types if isinstance(t, LiteralType))
+
+
+def texts(types: Types) -> frozenset[str] | None:
+    """The strings `str(value)` can give, when every value is a known string or int."""
     if not types or not all(isinstance(t, LiteralType) for t in types):
         return None
     return frozenset(t.value for t in types if isinstance(t, LiteralType))
+
+
+def concatenated(parts: list[Types]) -> Types:
+    """`'bn' + str(postfix)`, `f"layer{i}"` on known parts: every string they can make."""
+    made = {""}
+    for part in parts:
+        known = texts(part)
+        if known is None:
+            return frozenset()
+        made = {a + b for a in made for b in known}
+        if len(made) > MAX_TEXTS:
+            return frozenset()
+    return frozenset(LiteralType(text) for text in made if len(text) <= MAX_LITERAL)
 
 
 def keyed(pairs: Iterable[tuple[str, Types]]) -> KeyedType:
@@ -105,13 +134,14 @@ def string_method_call(types: Types, method: str, arguments: list[ast.expr]) -> 
     return None
 
 
-def is_choice(types: Types) -> bool:
-    """Whether an argument's types can choose what a builder builds."""
-    return any(isinstance(t, CHOICE_TYPES) for t in types)
+def is_choice(types: Types, passed: bool = False) -> bool:
+    """Whether an argument's types can choose what a builder builds; a `None` passed for one
+    (`ConvModule(..., norm_cfg=None)`) chooses to build nothing."""
+    return any(isinstance(t, CHOICE_TYPES) for t in types) or (passed and types == NONE_ONLY)
 
 
 def choices(types: Types) -> Types:
-    return frozenset(t for t in types if isinstance(t, CHOICE_TYPES))
+    return frozenset(t for t in types if isinstance(t, CHOICE_TYPES) or t == NONE_TYPE)
 
 
 def registrations(module: ModuleSymbols) -> list[tuple[ast.expr, Scope, str, ast.ClassDef]]:

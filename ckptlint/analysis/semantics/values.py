@@ -66,9 +66,11 @@ class ClassObjectType:
 
 @dataclass(frozen=True)
 class LiteralType:
-    """A string constant (`'BN'`, `norm_layer='layernorm'`): a registry key or a config value."""
+    """A string constant (`'BN'`, `norm_layer='layernorm'`): a registry key or a config value;
+    `number`: an int constant, kept as its text for the names built from it (`'bn' + str(1)`)."""
 
     value: str
+    number: bool = False
 
 
 @dataclass(frozen=True)
@@ -185,11 +187,14 @@ def element_types(types: Iterable[Type]) -> Types:
 def unpacked_types(types: Iterable[Type], index: int) -> Types:
     """What position `index` of `a, b = value` gets."""
     found: set[Type] = set()
+    # a tuple display is typed as its positions and as a sequence of all of them (for indexing
+    # and iteration): unpacking takes the positions, not that sequence
+    shadows = {frozenset().union(*item.positions) for item in types if isinstance(item, TupleType)}
     for item in types:
         if isinstance(item, TupleType):
             if index < len(item.positions):
                 found.update(item.positions[index])
-        elif isinstance(item, ContainerType):
+        elif isinstance(item, ContainerType) and item.elements not in shadows:
             found.update(item.elements)
     return frozenset(found)
 

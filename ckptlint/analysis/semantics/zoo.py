@@ -95,6 +95,8 @@ class ZooChoices(TypeEvaluator):
         base = self.types(func.value, module, scope, depth + 1)
         if method in registries.STRING_METHODS:
             return registries.string_method_call(base, method, call.args)
+        if base == registries.NONE_ONLY and method != "copy":
+            return registries.NO_KEY  # `cfg.get('type')` on a config left None: that code does not run
         if not any(isinstance(t, KeyedType) for t in base):
             return None
         if method == "copy":
@@ -218,7 +220,7 @@ class ZooChoices(TypeEvaluator):
             if isinstance(argument, ast.Starred):
                 break
             types = self.types(argument, module, scope, depth + 1)
-            if name in choosing or registries.is_choice(types):
+            if name in choosing or registries.is_choice(types, passed=True):
                 passed[name] = registries.choices(types)
         named = {*params, *keyword_only}
         given = [(k.arg, self.types(k.value, module, scope, depth + 1)) for k in call.keywords if k.arg in named]
@@ -228,7 +230,7 @@ class ZooChoices(TypeEvaluator):
                 default = parameter_default(binding) if may_miss else None
                 given.append((name, types | self.types(default, callee_module, callee_scope.parent or callee_scope, depth + 1)))
         for name, types in given:
-            if name in choosing or registries.is_choice(types):
+            if name in choosing or registries.is_choice(types, passed=True):
                 passed[name] = registries.choices(types)
         return tuple(sorted(passed.items()))
 

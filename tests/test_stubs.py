@@ -1,0 +1,124 @@
+"""Library stubs (ckptlint/stubs): OpenMMLab's `with_cp` blocks build their norms with mmcv's
+`build_norm_layer` and `ConvModule`. The BatchNorm they build by default is found whether mmcv is
+installed or not; a `dict(type='LN')` block or a `norm_cfg=None` ConvModule is not reported; and an
+installed mmcv whose builders choose through a registry the analysis cannot follow is read through
+the stub instead."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+from test_libraries import fake_python
+
+from ckptlint.config import Config
+from ckptlint.engine import Linter
+from ckptlint.project import Project
+from ckptlint.stubs import OVERRIDING_STUBS, STUBS
+
+HAZARDS = FIXTURES / "regions" / "hazards" / "openmmlab_with_cp_block.py"
+SAFE = FIXTURES / "regions" / "safe" / "openmmlab_with_cp_block.py"
+EXPECTED = [("CKP204", 35, 19), ("CKP204", 38, 19), ("CKP204", 57, 19)]
+
+# an installed mmcv laid out as the real one: builders that look the type up in a registry
+# switched in a `with` block, and a ConvModule whose forward takes a branch no default takes
+INSTALLED_NORM = '''
+from mmengine.registry import MODELS
+
+
+def build_norm_layer(cfg, num_features, postfix=""):
+    cfg_ = cfg.copy()
+    layer_type = cfg_.pop("type")
+    with MODELS.switch_scope_and_registry(None) as registry:
+        norm_layer = registry.get(layer_type)
+    name = infer_abbr(norm_layer) + str(postfix)
+    return name, norm_layer(num_features, **cfg_)
+'''
+INSTALLED_CONV_MODULE = '''
+import torch.nn as nn
+from .norm import build_norm_layer
+
+
+class ConvModule(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, norm_cfg=None, act_cfg=dict(type="ReLU"), efficient_conv_bn_eval=False):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.efficient_conv_bn_eval = efficient_conv_bn_eval
+        self.norm_name, norm = build_norm_layer(norm_cfg, out_channels)
+        self.add_module(self.norm_name, norm)
+
+    def forward(self, x):
+        if self.efficient_conv_bn_eval:
+            del self.conv.forward
+        return self.conv(x)
+'''
+
+
+def _installed_mmcv(site: Path) -> None:
+    bricks = site / "mmcv" / "cnn" / "bricks"
+    bricks.mkdir(parents=True)
+    (site / "mmcv" / "__init__.py").write_text("")
+    (site / "mmcv" / "cnn" / "__init__.py").write_text("from .bricks import ConvModule, build_conv_layer, build_norm_layer\n")
+    (bricks / "__init__.py").write_text("from .conv import build_conv_layer\nfrom .conv_module import ConvModule\nfrom .norm import build_norm_layer\n")
+    (bricks / "conv.py").write_text("from mmengine.registry import MODELS\n\n\ndef build_conv_layer(cfg, *args, **kwargs):\n    return MODELS.build(cfg)\n")
+    (bricks / "norm.py").write_text(INSTALLED_NORM)
+    (bricks / "conv_module.py").write_text(INSTALLED_CONV_MODULE)
+
+
+def _lint(tmp_path: Path, source: Path, site: Path | None) -> list[tuple[str, int, int]]:
+    root = tmp_path / "project"
+    root.mkdir(exist_ok=True)
+    shutil.copy(source, root / "blocks.py")
+    config = "[tool.ckptlint]\n"
+    if site is not None:
+        config += f'python = "{fake_python(tmp_path / "env" / "bin", "", site)}"\n'
+    (root / "pyproject.toml").write_text(config)
+    from ckptlint.config import load_config
+
+    linter = Linter(load_config(root / "pyproject.toml", root), base=root, jobs=1)
+    result = linter.lint_files([root / "blocks.py"], project_root=root)
+    return [(f.code, f.line, f.column) for f in result.findings]
+
+
+@pytest.mark.parametrize("installed", [False, True], ids=["mmcv-not-installed", "mmcv-installed"])
+def test_the_default_batchnorm_of_openmmlab_blocks_is_found(tmp_path: Path, installed: bool) -> None:
+    site = None
+    if installed:
+        site = tmp_path / "env" / "lib" / "site-packages"
+        _installed_mmcv(site)
+    assert _lint(tmp_path, HAZARDS, site) == EXPECTED
+
+
+@pytest.mark.parametrize("installed", [False, True], ids=["mmcv-not-installed", "mmcv-installed"])
+def test_layernorm_groupnorm_and_no_norm_blocks_are_not_reported(tmp_path: Path, installed: bool) -> None:
+    site = None
+    if installed:
+        site = tmp_path / "env" / "lib" / "site-packages"
+        _installed_mmcv(site)
+    assert _lint(tmp_path, SAFE, site) == []
+
+
+def test_a_stub_answers_only_for_what_is_not_installed_unless_it_overrides(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    _installed_mmcv(site)
+    project = Project([tmp_path / "project"], libraries=[site])
+    assert project.module_path("mmcv.cnn") == site / "mmcv" / "cnn" / "__init__.py"  # the installed package
+    assert project.module_path("mmcv.cnn.bricks.norm") == STUBS / "mmcv" / "cnn" / "bricks" / "norm.py"  # overridden
+    bare = Project([tmp_path / "project"], libraries=[])
+    assert bare.module_path("mmcv.cnn") == STUBS / "mmcv" / "cnn" / "__init__.py"
+    assert bare.module_path("mmengine.model") == STUBS / "mmengine" / "model" / "__init__.py"
+
+
+def test_every_overriding_stub_exists() -> None:
+    for name in OVERRIDING_STUBS:
+        assert STUBS.joinpath(*name.split(".")).with_suffix(".py").is_file(), name
+
+
+def test_stubs_are_never_linted_as_the_project(tmp_path: Path) -> None:
+    """A project that imports mmcv gets no finding inside the stub itself."""
+    linter = Linter(Config(root=tmp_path), base=tmp_path, jobs=1)
+    (tmp_path / "m.py").write_text("from mmcv.cnn import ConvModule\n")
+    result = linter.lint_files([tmp_path / "m.py"], project_root=tmp_path)
+    assert all("stubs" not in f.path for f in result.findings)
