@@ -222,8 +222,8 @@ def _freed_without_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch, modules
     base = getattr(modules[0], name)
 
     class Recorded(base):  # type: ignore[misc, valid-type]  # a subclass of the class under test
-        def __init__(self, *args: object) -> None:
-            super().__init__(*args)
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)
             made.extend(weakref.ref(part) for part in (self, *parts(self)))
 
     for module in modules:

@@ -48,7 +48,11 @@ from ckptlint.analysis.regions.summary import (
     Summary,
 )
 from ckptlint.analysis.semantics.evaluator import TypeInference
-from ckptlint.analysis.semantics.known_truth import constant_value, known_truth
+from ckptlint.analysis.semantics.known_truth import (
+    TRUTH_TYPES,
+    constant_value,
+    known_truth,
+)
 from ckptlint.analysis.semantics.values import (
     CONST,
     CONST_VALUE,
@@ -320,8 +324,21 @@ class FunctionInterpreter(CallDispatch):
         return (name in self.env and name not in self.imported) or name in self.closure
 
     def eval_name_quietly(self, name: str) -> Value | None:
-        """A local's value, for deciding a test: no reads logged, no effects."""
-        return self.env.get(name, self.closure.get(name))
+        """A local's value, or an attribute's of one (`self.inplace`: what the instance's
+        constructor chose), for deciding a test: no reads logged, no effects."""
+        if name in self.env or "." not in name:
+            return self.env.get(name, self.closure.get(name))
+        base_name, _, attribute = name.rpartition(".")
+        base = self.eval_name_quietly(base_name)
+        if base is None or not base.types:
+            return None
+        types: set[Type] = set()
+        for item in base.types:
+            known = self.inference.flag_types(item, attribute) if isinstance(item, ClassType) else None
+            if known is None:
+                return None  # set outside `__init__`, to a value not known, or a library object's
+            types.update(known)
+        return Value(types=frozenset(types))
 
     def assign(self, target: ast.expr, value: Value, node: ast.AST, accumulating: bool = False) -> None:
         if isinstance(target, ast.Name):
@@ -497,7 +514,10 @@ class FunctionInterpreter(CallDispatch):
         owner: tuple[str, str] | None = None
         for item in ordered(base.types):
             if isinstance(item, ClassType):
-                types.update(self.inference.instance_attribute_types(item, attribute))
+                held = self.inference.instance_attribute_types(item, attribute)
+                if held & TRUTH_TYPES and self.inference.flag_types(item, attribute) is None:
+                    held = held - TRUTH_TYPES  # `None`/`False` it may hold, but not only: its truth is not known
+                types.update(held)
                 info = self.analysis.classes.by_name(item.name)
                 if info is None:
                     continue
@@ -530,7 +550,11 @@ class FunctionInterpreter(CallDispatch):
         return merge([self.eval(value) for value in node.values])
 
     def eval_IfExp(self, node: ast.IfExp) -> Value:
-        self.branch(node.test, self.eval(node.test))
+        test = self.eval(node.test)
+        truth = known_truth(node.test, self.eval_name_quietly)  # `x.mul_(y) if inplace else x.mul(y)`, `inplace=False`
+        if truth is not None:
+            return self.eval(node.body if truth else node.orelse)
+        self.branch(node.test, test)
         return merge([self.eval(node.body), self.eval(node.orelse)])
 
     def eval_NamedExpr(self, node: ast.NamedExpr) -> Value:

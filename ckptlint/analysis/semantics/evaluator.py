@@ -22,7 +22,9 @@ from ckptlint.analysis.semantics.module_structure import ModuleStructure
 from ckptlint.analysis.semantics.modules import ModuleConstruction
 from ckptlint.analysis.semantics.protocol import EMPTY, Passed
 from ckptlint.analysis.semantics.values import (
+    FALSE_TYPE,
     OUTER,
+    TRUE_TYPE,
     ClassObjectType,
     ClassType,
     ContainerType,
@@ -56,6 +58,7 @@ from ckptlint.symbols import (
     parameter_default,
     positional_parameters,
 )
+from ckptlint.syntax import walk
 
 MAX_DEPTH = 24
 
@@ -82,6 +85,7 @@ class TypeInference(ModuleStructure, ZooChoices):
         self._env_returns = {}
         self._contexts = {}
         self._configured_attributes: dict[tuple[int, str, Passed], Types] = {}
+        self._outside_stores: dict[int, frozenset[str]] = {}  # by module id: attributes set on other objects
         self._registrations = {}
         self._choosing = {}
         self._registering = {}
@@ -99,7 +103,11 @@ class TypeInference(ModuleStructure, ZooChoices):
         if isinstance(expr, ast.Attribute):
             return self._attribute_expr_types(expr, module, scope, depth)
         if isinstance(expr, ast.Constant):
-            return registries.NONE_ONLY if expr.value is None else registries.literal(expr.value)
+            if expr.value is None:
+                return registries.NONE_ONLY
+            if isinstance(expr.value, bool):
+                return frozenset({TRUE_TYPE if expr.value else FALSE_TYPE})
+            return registries.literal(expr.value)
         if isinstance(expr, ast.Subscript):
             base = self.types(expr.value, module, scope, depth + 1)
             if isinstance(expr.slice, ast.Slice):
@@ -539,6 +547,41 @@ class TypeInference(ModuleStructure, ZooChoices):
             self._env = saved
         self._attribute_types[key] = result
         return result
+
+    def flag_types(self, item: ClassType, attribute: str) -> Types | None:
+        """What `self.<attribute>` holds when every value it can be given is known: it is set
+        only in `__init__`-like methods (as the instance's constructor chose), never augmented,
+        and each value has known types. None otherwise (a flag a method flips, a value not known)."""
+        info = self.classes.by_name(item.name)
+        if info is None:
+            return None
+        assignments = [(cls, a) for cls in self.classes.mro(info) for a in cls.attribute_assignments.get(attribute, ())]
+        if not assignments or any(a.augmented or a.value is None or a.unpack is not None for _, a in assignments):
+            return None
+        if any(a.method.node.name not in torch_api.INIT_LIKE_METHODS for _, a in assignments):  # type: ignore[attr-defined]  # a method scope's node is a def
+            return None
+        if any(attribute in self._stored_from_outside(cls.module) for cls, _ in assignments):
+            return None  # `for m in self.modules(): m.is_first_chunk = flag`: set on the instance from elsewhere
+        found: set[Type] = set()
+        for cls, assignment in assignments:
+            value = assignment.value
+            assert value is not None
+            types = self.as_configured(item, lambda bound: self.construction.value_types(self, value, cls.module, assignment.method, bound))
+            if not types:
+                return None
+            found.update(types)
+        return frozenset(found)
+
+    def _stored_from_outside(self, module: ModuleSymbols) -> frozenset[str]:
+        """Attribute names the module assigns on objects other than a method's `self`."""
+        cached = self._outside_stores.get(id(module))
+        if cached is None:
+            cached = self._outside_stores[id(module)] = frozenset(
+                node.attr
+                for node in walk(module.tree)
+                if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+            )
+        return cached
 
     def as_configured(self, item: ClassType, evaluate: Callable[[dict[str, Types] | None], Types]) -> Types:
         """`evaluate(bound)` as the instance was built: its constructor's arguments (`bound`) and

@@ -2,8 +2,9 @@
 
 A branch that cannot be taken runs nothing in the replay either: `if use_cache:` with
 `use_cache=False` (transformers turns the cache off when it checkpoints a layer in
-training), `if cache is not None:` with `cache=None`. Values carry what is known of their
-truth as a type: `None` and `False` constants.
+training), `if cache is not None:` with `cache=None`, `x.mul_(y) if self.inplace else x.mul(y)`
+with `inplace=False` (the constructor's default). Values carry what is known of their truth as a
+type: `None`, `False` and `True` constants.
 """
 
 from __future__ import annotations
@@ -11,10 +12,16 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from ckptlint.analysis.semantics.values import CONST, NONE_TYPE, ClassType, Value
+from ckptlint.analysis.semantics.values import (
+    CONST,
+    FALSE_TYPE,
+    NONE_TYPE,
+    TRUE_TYPE,
+    Value,
+)
 
-FALSE_TYPE = ClassType("builtins.bool.False")  # the constant False (a pseudo-class: never a project class)
 _FALSE_TYPES = frozenset({NONE_TYPE, FALSE_TYPE})
+TRUTH_TYPES = frozenset({NONE_TYPE, FALSE_TYPE, TRUE_TYPE})  # the types that decide a test
 
 Lookup = Callable[[str], "Value | None"]
 
@@ -26,11 +33,13 @@ def false_value(path: str = "", none: bool | None = False) -> Value:
 
 
 def constant_value(value: object) -> Value | None:
-    """The typed value of a false constant (`None`, `False`); None for any other constant."""
+    """The typed value of a constant whose truth is known (`None`, `False`, `True`); None for any other."""
     if value is None:
         return false_value(none=True)
     if value is False:
         return false_value()
+    if value is True:
+        return Value(frozenset({CONST}), frozenset({TRUE_TYPE}))
     return None
 
 
@@ -38,13 +47,20 @@ def is_false(value: Value) -> bool:
     return bool(value.types) and value.types <= _FALSE_TYPES
 
 
+def is_true(value: Value) -> bool:
+    return value.types == frozenset({TRUE_TYPE})
+
+
 def known_truth(test: ast.expr, lookup: Lookup) -> bool | None:
     """True or False when the test's outcome follows from constants and known-false names; None otherwise."""
     if isinstance(test, ast.Constant):
         return bool(test.value)
-    if isinstance(test, ast.Name):
-        value = lookup(test.id)
-        return False if value is not None and is_false(value) else None
+    if isinstance(test, (ast.Name, ast.Attribute)):  # a flag: `inplace`, `self.inplace`
+        path = _dotted(test)
+        value = lookup(path) if path is not None else None
+        if value is None:
+            return None
+        return False if is_false(value) else True if is_true(value) else None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = known_truth(test.operand, lookup)
         return None if inner is None else not inner
@@ -73,3 +89,11 @@ def _identity_test(test: ast.Compare, lookup: Lookup) -> bool | None:
         return None  # None or False: false, but which one is not known
     is_none = value.types == frozenset({NONE_TYPE})
     return is_none if isinstance(test.ops[0], ast.Is) else not is_none
+
+
+def _dotted(expr: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    return ".".join([expr.id, *reversed(parts)]) if isinstance(expr, ast.Name) else None

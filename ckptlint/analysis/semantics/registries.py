@@ -16,7 +16,9 @@ from dataclasses import replace
 from typing import Callable, Iterable
 
 from ckptlint.analysis.semantics.values import (
+    FALSE_TYPE,
     NONE_TYPE,
+    TRUE_TYPE,
     ClassObjectType,
     ClassType,
     FunctionType,
@@ -44,6 +46,7 @@ NO_KEY: Types = frozenset({LiteralType("\0")})
 # types a constructor or builder argument can carry that choose what gets built
 CHOICE_TYPES = (LiteralType, KeyedType, ClassObjectType)
 NONE_ONLY: Types = frozenset({NONE_TYPE})
+FLAGS = frozenset({FALSE_TYPE, TRUE_TYPE})  # `inplace=True`: a flag that chooses what the code does
 
 
 MAX_TEXTS = 16  # strings a concatenation may give before it is unknown
@@ -137,11 +140,11 @@ def string_method_call(types: Types, method: str, arguments: list[ast.expr]) -> 
 def is_choice(types: Types, passed: bool = False) -> bool:
     """Whether an argument's types can choose what a builder builds; a `None` passed for one
     (`ConvModule(..., norm_cfg=None)`) chooses to build nothing."""
-    return any(isinstance(t, CHOICE_TYPES) for t in types) or (passed and types == NONE_ONLY)
+    return any(isinstance(t, CHOICE_TYPES) or t in FLAGS for t in types) or (passed and types == NONE_ONLY)
 
 
 def choices(types: Types) -> Types:
-    return frozenset(t for t in types if isinstance(t, CHOICE_TYPES) or t == NONE_TYPE)
+    return frozenset(t for t in types if isinstance(t, CHOICE_TYPES) or t == NONE_TYPE or t in FLAGS)
 
 
 def registrations(module: ModuleSymbols) -> list[tuple[ast.expr, Scope, str, ast.ClassDef]]:

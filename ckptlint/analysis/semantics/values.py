@@ -215,6 +215,9 @@ def _stable_key(item: object) -> tuple[object, ...]:
 
 SAME_DEVICE = ClassType("<device of a tensor in the region>")
 NONE_TYPE = ClassType("builtins.NoneType")
+# the constants False and True (pseudo-classes, never a project class): a flag's value when known
+FALSE_TYPE = ClassType("builtins.bool.False")
+TRUE_TYPE = ClassType("builtins.bool.True")
 
 
 def constructed_rng(name: str, call: ast.Call) -> RngType | None:

@@ -51,14 +51,12 @@ class ConvModule(nn.Module):
 
 
 class DepthwiseSeparableConvModule(nn.Module):
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, norm_cfg=None, act_cfg=dict(type="ReLU"), dw_norm_cfg="default", dw_act_cfg="default", pw_norm_cfg="default", pw_act_cfg="default", **kwargs):
+    # mmcv lets `dw_norm_cfg`/`pw_norm_cfg` (and the act configs) replace `norm_cfg` per conv; the
+    # stub passes `norm_cfg` to both, which is what their default ('default') means
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, norm_cfg=None, act_cfg=dict(type="ReLU"), **kwargs):
         super().__init__()
-        dw_norm_cfg = dw_norm_cfg if dw_norm_cfg != "default" else norm_cfg
-        dw_act_cfg = dw_act_cfg if dw_act_cfg != "default" else act_cfg
-        pw_norm_cfg = pw_norm_cfg if pw_norm_cfg != "default" else norm_cfg
-        pw_act_cfg = pw_act_cfg if pw_act_cfg != "default" else act_cfg
-        self.depthwise_conv = ConvModule(in_channels, in_channels, kernel_size, norm_cfg=dw_norm_cfg, act_cfg=dw_act_cfg)
-        self.pointwise_conv = ConvModule(in_channels, out_channels, 1, norm_cfg=pw_norm_cfg, act_cfg=pw_act_cfg)
+        self.depthwise_conv = ConvModule(in_channels, in_channels, kernel_size, norm_cfg=norm_cfg, act_cfg=act_cfg)
+        self.pointwise_conv = ConvModule(in_channels, out_channels, 1, norm_cfg=norm_cfg, act_cfg=act_cfg)
 
     def forward(self, x):
         x = self.depthwise_conv(x)
