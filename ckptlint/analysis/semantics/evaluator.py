@@ -11,6 +11,7 @@ about what project code a region can run.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import replace
 from typing import Callable, Iterable
 
@@ -58,7 +59,6 @@ from ckptlint.symbols import (
     parameter_default,
     positional_parameters,
 )
-from ckptlint.syntax import walk
 
 MAX_DEPTH = 24
 
@@ -85,7 +85,7 @@ class TypeInference(ModuleStructure, ZooChoices):
         self._env_returns = {}
         self._contexts = {}
         self._configured_attributes: dict[tuple[int, str, Passed], Types] = {}
-        self._outside_stores: dict[int, frozenset[str]] = {}  # by module id: attributes set on other objects
+        self._outside_stores: dict[tuple[int, str], bool] = {}  # (module id, attribute): set on other objects there
         self._registrations = {}
         self._choosing = {}
         self._registering = {}
@@ -560,7 +560,7 @@ class TypeInference(ModuleStructure, ZooChoices):
             return None
         if any(a.method.node.name not in torch_api.INIT_LIKE_METHODS for _, a in assignments):  # type: ignore[attr-defined]  # a method scope's node is a def
             return None
-        if any(attribute in self._stored_from_outside(cls.module) for cls, _ in assignments):
+        if any(self._stored_from_outside(cls.module, attribute) for cls, _ in assignments):
             return None  # `for m in self.modules(): m.is_first_chunk = flag`: set on the instance from elsewhere
         found: set[Type] = set()
         for cls, assignment in assignments:
@@ -572,16 +572,16 @@ class TypeInference(ModuleStructure, ZooChoices):
             found.update(types)
         return frozenset(found)
 
-    def _stored_from_outside(self, module: ModuleSymbols) -> frozenset[str]:
-        """Attribute names the module assigns on objects other than a method's `self`."""
-        cached = self._outside_stores.get(id(module))
-        if cached is None:
-            cached = self._outside_stores[id(module)] = frozenset(
-                node.attr
-                for node in walk(module.tree)
-                if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and not (isinstance(node.value, ast.Name) and node.value.id == "self")
-            )
-        return cached
+    def _stored_from_outside(self, module: ModuleSymbols, attribute: str) -> bool:
+        """Whether the module assigns `attribute` on an object other than a method's `self`
+        (`m.is_first_chunk = flag`): read from the text, as a whole-module walk costs more."""
+        key = (id(module), attribute)
+        found = self._outside_stores.get(key)
+        if found is None:
+            text = module.source.text if module.source is not None else ""
+            pattern = r"(?<!self)\." + re.escape(attribute) + r"\s*(?:=(?!=)|[-+*/|&]=)"
+            found = self._outside_stores[key] = re.search(pattern, text) is not None
+        return found
 
     def as_configured(self, item: ClassType, evaluate: Callable[[dict[str, Types] | None], Types]) -> Types:
         """`evaluate(bound)` as the instance was built: its constructor's arguments (`bound`) and
