@@ -82,22 +82,23 @@ def _lint(tmp_path: Path, source: Path, site: Path | None) -> list[tuple[str, in
     return [(f.code, f.line, f.column) for f in result.findings]
 
 
+def _site(tmp_path: Path, installed: bool) -> Path | None:
+    """A site-packages holding the installed-mmcv look-alike, or None for no mmcv at all."""
+    if not installed:
+        return None
+    site = tmp_path / "env" / "lib" / "site-packages"
+    _installed_mmcv(site)
+    return site
+
+
 @pytest.mark.parametrize("installed", [False, True], ids=["mmcv-not-installed", "mmcv-installed"])
 def test_the_default_batchnorm_of_openmmlab_blocks_is_found(tmp_path: Path, installed: bool) -> None:
-    site = None
-    if installed:
-        site = tmp_path / "env" / "lib" / "site-packages"
-        _installed_mmcv(site)
-    assert _lint(tmp_path, HAZARDS, site) == EXPECTED
+    assert _lint(tmp_path, HAZARDS, _site(tmp_path, installed)) == EXPECTED
 
 
 @pytest.mark.parametrize("installed", [False, True], ids=["mmcv-not-installed", "mmcv-installed"])
 def test_layernorm_groupnorm_and_no_norm_blocks_are_not_reported(tmp_path: Path, installed: bool) -> None:
-    site = None
-    if installed:
-        site = tmp_path / "env" / "lib" / "site-packages"
-        _installed_mmcv(site)
-    assert _lint(tmp_path, SAFE, site) == []
+    assert _lint(tmp_path, SAFE, _site(tmp_path, installed)) == []
 
 
 def test_a_stub_answers_only_for_what_is_not_installed_unless_it_overrides(tmp_path: Path) -> None:
@@ -116,9 +117,14 @@ def test_every_overriding_stub_exists() -> None:
         assert STUBS.joinpath(*name.split(".")).with_suffix(".py").is_file(), name
 
 
-def test_stubs_are_never_linted_as_the_project(tmp_path: Path) -> None:
-    """A project that imports mmcv gets no finding inside the stub itself."""
-    linter = Linter(Config(root=tmp_path), base=tmp_path, jobs=1)
-    (tmp_path / "m.py").write_text("from mmcv.cnn import ConvModule\n")
-    result = linter.lint_files([tmp_path / "m.py"], project_root=tmp_path)
-    assert all("stubs" not in f.path for f in result.findings)
+def test_a_hazard_in_a_stub_is_reported_at_the_project_line_with_the_chain_into_it(tmp_path: Path) -> None:
+    """A stub is library code: the ConvModule's BatchNorm is reported at the block's call of it,
+    naming the stub's line in the chain, never at a path inside ckptlint/stubs."""
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(HAZARDS, root / "blocks.py")
+    (root / "pyproject.toml").write_text("[tool.ckptlint]\n")
+    result = Linter(Config(root=root), base=root, jobs=1).lint_files([root / "blocks.py"], project_root=root)
+    assert {f.path for f in result.findings} == {"blocks.py"}
+    through_stub = [f for f in result.findings if f.line == 57]
+    assert len(through_stub) == 1 and "ConvModule.forward (mmcv/cnn/bricks/conv_module.py:" in through_stub[0].message

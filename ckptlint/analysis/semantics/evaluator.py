@@ -517,8 +517,7 @@ class TypeInference(ModuleStructure, ZooChoices):
         if cached is not None:
             return cached
         self._instance_attributes[key] = EMPTY
-        bound = {name: frozenset(types) for name, types in item.arguments}
-        result = self._configured(info, item.config, lambda: self._assigned_types(info, attribute, bound))
+        result = self.as_configured(item, lambda bound: self._assigned_types(info, attribute, bound))
         self._instance_attributes[key] = result
         return result
 

@@ -1,20 +1,3 @@
-"""mmcv 1.x's `BaseModule` (a stub: ckptlint/stubs/__init__.py)."""
-import torch.nn as nn
-
-
-class BaseModule(nn.Module):
-    def __init__(self, init_cfg=None):
-        super().__init__()
-        self.init_cfg = init_cfg
-
-
-class Sequential(BaseModule, nn.Sequential):
-    def __init__(self, *args, init_cfg=None):
-        BaseModule.__init__(self, init_cfg)
-        nn.Sequential.__init__(self, *args)
-
-
-class ModuleList(BaseModule, nn.ModuleList):
-    def __init__(self, modules=None, init_cfg=None):
-        BaseModule.__init__(self, init_cfg)
-        nn.ModuleList.__init__(self, modules)
+"""mmcv 1.x's `BaseModule`, `Sequential`, `ModuleList`: in mmcv 2 they moved to mmengine, whose
+stub (or installed code) this re-exports (a stub: ckptlint/stubs/__init__.py)."""
+from mmengine.model import BaseModule, ModuleList, Sequential
