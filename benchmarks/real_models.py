@@ -28,12 +28,13 @@ The figures, per library and overall:
   the divergences seen in the mode the library selects by default (pins.DEFAULT_MODE: the mode
   the static pass reads its source in). Divergences seen only when the step opts into the
   other mode are counted and listed apart.
-- precision: static findings on exercised call sites (a checkpoint site the finding names ran)
-  are confirmed (a matching divergence), explained (not triggered for a reason listed below)
-  or contradicted (their code ran and nothing they predict differed);
-  precision = (confirmed + explained) / all of them. Explanation classes:
-  "code not run by this configuration" (the finding's line never ran in any model's step) and
-  "needs a GPU" (CKP205 on a CPU-only run).
+- precision (strict): static findings on exercised call sites (a checkpoint site the finding
+  names ran) are confirmed (a matching divergence), contradicted (their code ran and nothing they
+  predict differed), for another configuration (the configuration built another class than the
+  `for X built by Y` the message states, or left the tensor None: false for this model) or
+  unverified ("code not run by this configuration": the line never ran in a replayed region;
+  "needs a GPU": CKP205/CKP504 on a CPU-only run). precision = confirmed / (confirmed +
+  contradicted + for another configuration); unverified findings are counted and listed apart.
 - the list of every miss (a divergence no finding explains) and every contradicted finding:
   what the analysis work is driven by.
 """

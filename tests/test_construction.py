@@ -194,3 +194,119 @@ def test_keys_written_into_an_unpacked_dict_are_passed() -> None:
 def test_unpacked_dict_that_may_miss_the_key_keeps_the_default() -> None:
     for name, filling in UNPACKED_DEFAULT_MAY_STAY.items():
         assert [(f.code, f.line) for f in lint_source(_unpacked(filling))] == [("CKP204", 13)], name
+
+
+def test_rebinding_under_a_later_branch_is_not_the_region() -> None:
+    """A binding after the call, even under a branch, cannot be what the call wraps."""
+    source = BRANCHED.replace("    return checkpoint(model, x, use_reentrant=False)\n",
+                              "    y = checkpoint(model, x, use_reentrant=False)\n    if wrap:\n        model = Counter(model)\n    return model(y)\n")  # fmt: skip
+    assert lint_source(source.format(rebinding="")) == []
+
+
+def test_builder_returning_none_for_the_default_builds_nothing() -> None:
+    """`get_norm_layer(None)` returns at its first test: its table's BatchNorm is not built."""
+    assert _lint(FIXTURES / "regions" / "safe" / "norm_builder_none_default.py").findings == []
+    [finding] = _lint(HAZARDS / "norm_builder_none_default.py").findings
+    assert (finding.code, finding.line, finding.column) == ("CKP204", 23, 16)
+    assert "BatchNorm1d" in finding.message and "built by" not in finding.message
+
+
+def test_a_constructor_argument_passed_in_another_module_counts() -> None:
+    """`Builder(norm_layer=nn.BatchNorm2d)` in the model's module is what the builder's module
+    sees, not only its `norm_layer=None` default (timm's EfficientNetBuilder)."""
+    builder = '''
+from torch import nn
+
+
+def norm_of(norm_layer):
+    if norm_layer is None:
+        return None
+    return norm_layer
+
+
+class Block(nn.Module):
+    def __init__(self, norm_layer):
+        super().__init__()
+        self.norm = norm_of(norm_layer)(4)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+class Builder:
+    def __init__(self, norm_layer=None):
+        self.norm_layer = norm_layer
+
+    def block(self):
+        return Block(self.norm_layer)
+'''
+    model = '''
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from pkg.builder import Builder
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Builder(norm_layer=nn.BatchNorm2d).block()
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=False)
+'''
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        (root / "pyproject.toml").write_text("")
+        (root / "pkg").mkdir()
+        (root / "pkg" / "__init__.py").write_text("")
+        (root / "pkg" / "builder.py").write_text(builder)
+        (root / "pkg" / "model.py").write_text(model)
+        result = Linter(load_config(None, root), base=root).lint_paths([root], project_root=root)
+        assert [(f.path, f.code, f.line) for f in result.findings] == [("pkg/builder.py", "CKP204", 17)]
+
+
+GUARDED = """
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Cache:
+    def update(self, x):
+        self.x = x
+
+
+class Attention(nn.Module):
+    def forward(self, x, cache=None):
+        if cache is not None:
+            cache.update(x)
+        return x
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attention()
+
+    def forward(self, x, cache=None):
+        return checkpoint(self.attn, x, {cache}, use_reentrant=False)
+"""
+
+
+def test_a_finding_under_an_optional_argument_says_what_the_call_must_pass() -> None:
+    """Hugging Face layers update a cache only when one is passed (checkpointed training passes none)."""
+    [finding] = lint_source(GUARDED.format(cache="cache"))
+    assert (finding.code, finding.line) == ("CKP203", 14)
+    assert finding.summary.endswith("the replay does it again (only when `cache` is not None)")
+
+
+def test_an_argument_known_to_be_given_carries_no_condition() -> None:
+    given = GUARDED.replace("return checkpoint(self.attn, x, {cache}, use_reentrant=False)",
+                            "return checkpoint(self.step, x, use_reentrant=False)\n\n    def step(self, x):\n        return self.attn(x, self.cache)")
+    given = given.replace("self.attn = Attention()", "self.attn = Attention()\n        self.cache = Cache()")  # fmt: skip
+    [finding] = lint_source(given)
+    assert (finding.code, finding.line) == ("CKP203", 14)
+    assert "only when" not in finding.message
+    assert lint_source(GUARDED.format(cache="None")) == []

@@ -32,7 +32,13 @@ _STATED_FOR = re.compile(r"\(for `[^`]+` built by `[^`]+`\)")
 # anything: its plain replay failed (e.g. a checkpoint call nested in another one, probed during
 # the outer call's recompute, trips torch's saved-tensor check) or it could not snapshot
 UNJUDGED_REASONS = ("replay without checkpointing", "ckptlint")
-EXPLANATIONS = (NOT_RUN, NOT_IN_REGION, NEEDS_GPU, OTHER_CLASS, NO_TENSOR)
+# Strict truth: a finding is true when the replay confirmed it; false when its code ran and nothing
+# it predicts differed, or when the configuration built another class or left the tensor None (a
+# finding about what the configuration did not build is false for that model). Findings whose
+# line never ran (in a replayed region) or that need a GPU are unverified: counted and listed apart.
+UNVERIFIED = (NOT_RUN, NOT_IN_REGION, NEEDS_GPU)
+FALSE_FOR_CONFIGURATION = (OTHER_CLASS, NO_TENSOR)
+EXPLANATIONS = UNVERIFIED + FALSE_FOR_CONFIGURATION
 
 _real: dict[str, str] = {}
 
@@ -214,15 +220,15 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
         if joined_status == "confirmed" or key in predicted_failures:
             verdict, why = "confirmed", ""
         elif joined_status == "not confirmable without a GPU" or (finding["code"] == "CKP206" and _tests_cuda(finding)):
-            verdict, why = "explained", NEEDS_GPU
+            verdict, why = "unverified", NEEDS_GPU
         elif finding["code"] == "CKP302" and _no_tensor_reached(finding, records):
-            verdict, why = "explained", NO_TENSOR
+            verdict, why = "other configuration", NO_TENSOR
         elif finding["line"] not in coverage.get(finding["path"], ()) and finding["code"] not in ("CKP101", "CKP102"):
-            verdict, why = "explained", NOT_RUN
+            verdict, why = "unverified", NOT_RUN
         elif joined_status == "not exercised":
-            verdict, why = "explained", NOT_IN_REGION
+            verdict, why = "unverified", NOT_IN_REGION
         elif _STATED_FOR.search(finding.get("summary") or finding["message"]):
-            verdict, why = "explained", OTHER_CLASS
+            verdict, why = "other configuration", OTHER_CLASS
         else:
             verdict, why = "contradicted", "ran, no divergence"
         judged.append({"library": library_of(finding["path"]), "code": finding["code"], "path": finding["path"], "line": finding["line"],
@@ -253,7 +259,8 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
         "misses": sorted((u for u in units.values() if not u["explained"] and u["default_mode"]), key=lambda u: (u["library"], u["site"], u["category"])),
         "opt_in_misses": sorted((u for u in units.values() if not u["explained"] and not u["default_mode"]), key=lambda u: (u["library"], u["site"], u["category"])),
         "contradicted": sorted((j for j in judged if j["verdict"] == "contradicted"), key=lambda j: (j["path"], j["line"], j["code"])),
-        "explained": sorted((j for j in judged if j["verdict"] == "explained"), key=lambda j: (j["path"], j["line"], j["code"])),
+        "other_configuration": sorted((j for j in judged if j["verdict"] == "other configuration"), key=lambda j: (j["path"], j["line"], j["code"])),
+        "unverified": sorted((j for j in judged if j["verdict"] == "unverified"), key=lambda j: (j["why"], j["path"], j["line"], j["code"])),
         "confirmed": sorted((j for j in judged if j["verdict"] == "confirmed"), key=lambda j: (j["path"], j["line"], j["code"])),
         "divergences": sorted(units.values(), key=lambda u: (u["library"], u["site"], u["category"])),
         "one_mode_failures": failures,
@@ -398,8 +405,8 @@ def _figures(models: dict[str, Any], sites: set[tuple[str, int]], all_units: lis
         by_group[unit["group"]][0] += unit["explained"]
     explained_units = sum(u["explained"] for u in units)
     verdicts = collections.Counter(j["verdict"] for j in judged)
-    whys = collections.Counter(j["why"] for j in judged if j["verdict"] == "explained")
-    good = verdicts["confirmed"] + verdicts["explained"]
+    unverified = collections.Counter(j["why"] for j in judged if j["verdict"] == "unverified")
+    verified = verdicts["confirmed"] + verdicts["contradicted"] + verdicts["other configuration"]
     return {
         "models": models,
         "call_sites": len(sites),
@@ -413,10 +420,12 @@ def _figures(models: dict[str, Any], sites: set[tuple[str, int]], all_units: lis
         "opt_in_explained": sum(u["explained"] for u in opt_in),
         "findings_on_exercised_sites": len(judged),
         "confirmed": verdicts["confirmed"],
-        "explained": verdicts["explained"],
-        "explained_by": dict(whys.most_common()),
         "contradicted": verdicts["contradicted"],
-        "precision": round(good / len(judged), 3) if judged else None,
+        "other_configuration": verdicts["other configuration"],
+        "unverified": verdicts["unverified"],
+        "unverified_by": dict(unverified.most_common()),
+        # strict: confirmed / (confirmed + contradicted + built another class or left None); unverified apart
+        "precision": round(verdicts["confirmed"] / verified, 3) if verified else None,
         "by_code": {code: dict(collections.Counter(j["verdict"] for j in judged if j["code"] == code)) for code in sorted({j["code"] for j in judged})},
     }
 
@@ -460,9 +469,11 @@ def render(result: dict[str, Any]) -> str:
                      f"default mode {figures['default_explained']}/{figures['default_divergences']}, "
                      f"opt-in reentrant mode {figures['opt_in_explained']}/{figures['opt_in_divergences']}")  # fmt: skip
         lines.append(f"  static findings on exercised call sites: {figures['findings_on_exercised_sites']}: {figures['confirmed']} confirmed, "
-                     f"{figures['explained']} explained, {figures['contradicted']} contradicted; precision {figures['precision']}")  # fmt: skip
-        for why, count in figures["explained_by"].items():
-            lines.append(f"      {count:4d}  explained: {why}")
+                     f"{figures['contradicted']} contradicted, {figures['other_configuration']} for another configuration, "
+                     f"{figures['unverified']} unverified; strict precision {figures['precision']} "
+                     f"(confirmed / (confirmed + contradicted + another configuration))")  # fmt: skip
+        for why, count in figures["unverified_by"].items():
+            lines.append(f"      {count:4d}  unverified: {why}")
         for code, verdicts in figures["by_code"].items():
             lines.append(f"      {code}: " + ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items())))
         lines.append("")
@@ -487,8 +498,14 @@ def render(result: dict[str, Any]) -> str:
     for item in failures:
         lines.append(f"  {item['library']} {item['model']} ({item['mode']}){' [predicted]' if item.get('explained') else ''}: {item['error'][:200]}")
     lines.append("")
-    lines.append(f"== contradicted: {len(result['contradicted'])} finding(s) whose code ran with no divergence")
-    for item in result["contradicted"]:
-        message = " ".join(item["message"].split())
-        lines.append(f"  {item['code']} {_short(item['path'], libraries)}:{item['line']}: {message[:200]}")
-    return "\n".join(lines)
+    for key, title in (("contradicted", "finding(s) whose code ran with no divergence"),
+                       ("other_configuration", "finding(s) about a class the configuration did not build or a tensor it left None"),
+                       ("unverified", "finding(s) neither confirmed nor contradicted (line never ran in a replayed region, or needs a GPU)")):
+        items = result.get(key, [])
+        lines.append(f"== {key.replace('_', '-')}: {len(items)} {title}")
+        for item in items:
+            message = " ".join(item["message"].split())
+            reason = f" [{item['why'].split(' (')[0]}]" if key == "unverified" else ""
+            lines.append(f"  {item['code']} {_short(item['path'], libraries)}:{item['line']}{reason}: {message[:200]}")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")

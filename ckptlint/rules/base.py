@@ -13,7 +13,7 @@ from typing import Iterable, Iterator
 
 from ckptlint.calls import CheckpointCall
 from ckptlint.finding import Finding, Fix, Site
-from ckptlint.analysis.regions.summary import BUILT_BY, Effect
+from ckptlint.analysis.regions.summary import BUILT_BY, ONLY_WHEN, Effect
 from ckptlint.rules.context import RuleContext
 from ckptlint.symbols import ModuleSymbols
 
@@ -129,6 +129,8 @@ class RegionRule(Rule):
         text = self.messages[effect.variant].format_map(facts)
         if BUILT_BY in facts:
             text += f" ({self.approximation.format_map(facts)})"
+        if ONLY_WHEN in facts:  # `if past_key_values is not None:`: true only for calls that pass one
+            text += f" (only when {facts[ONLY_WHEN]})"
         return text
 
     def call_facts(self, call: CheckpointCall, effect: Effect) -> dict[str, str]:

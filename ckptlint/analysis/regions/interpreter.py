@@ -46,12 +46,15 @@ from ckptlint.analysis.regions.summary import (
     Effect,
     StateKey,
     Summary,
+    under_condition,
 )
 from ckptlint.analysis.semantics.evaluator import TypeInference
 from ckptlint.analysis.semantics.known_truth import (
     TRUTH_TYPES,
+    argument_guard,
     constant_value,
     known_truth,
+    none_default_parameters,
 )
 from ckptlint.analysis.semantics.values import (
     CONST,
@@ -60,6 +63,7 @@ from ckptlint.analysis.semantics.values import (
     GRAD_MODE,
     LOCAL,
     LOCAL_VALUE,
+    NONE_TYPE,
     OUTER,
     ClassType,
     ContainerType,
@@ -137,6 +141,8 @@ class FunctionInterpreter(CallDispatch):
         self.closure = dict(context.closure)
         self.effects: list[Effect] = []
         self._seen: set[tuple[str, int]] = set()
+        self.conditions: list[str] = []  # what the branches being run need of the call (argument_guard)
+        self.optional_parameters = none_default_parameters(scope.node)
         self.returns: list[Value] = []
         self.tracker = WriteTracker()  # what this execution has read and written of outliving state
         self.calls = CallLog() if analysis.record_calls else None
@@ -176,6 +182,8 @@ class FunctionInterpreter(CallDispatch):
     def record(self, effect: Effect) -> None:
         if effect.depends_on and effect.depends_on <= self.tracker.settled:
             return  # the region stored that state itself earlier in this run: the replay reads the same
+        if self.conditions:
+            effect = under_condition(effect, self.conditions[-1])
         if effect.key not in self._seen:
             self._seen.add(effect.key)
             self.effects.append(effect)
@@ -211,14 +219,20 @@ class FunctionInterpreter(CallDispatch):
         for statement in statements:
             self.statement(statement)
 
-    def branches(self, *bodies: Sequence[ast.stmt]) -> None:
-        """Run alternative bodies from the same state and merge what names may hold after."""
+    def branches(self, *bodies: Sequence[ast.stmt], conditions: Sequence[str] = ()) -> None:
+        """Run alternative bodies from the same state and merge what names may hold after;
+        `conditions`: what each body needs of the call (`the caller passes `cache``), for messages."""
         start = dict(self.env)
         outcomes = []
-        for body in bodies:
+        for number, body in enumerate(bodies):
             self.env = dict(start)
             mark = self.tracker.mark(0)
+            condition = conditions[number] if number < len(conditions) else ""
+            if condition:
+                self.conditions.append(condition)
             self.block(body)
+            if condition:
+                self.conditions.pop()
             if body and isinstance(body[-1], (ast.Return, ast.Raise)):
                 self.tracker.leave_reads(mark)  # `if _READY: return _REGISTRY`: no later statement follows that read
             outcomes.append(self.env)
@@ -306,7 +320,7 @@ class FunctionInterpreter(CallDispatch):
             self.block(node.body if truth else node.orelse)
             return
         bound_before = [name for name in self.env if "." not in name]
-        self.branches(node.body, node.orelse)
+        self.branches(node.body, node.orelse, conditions=argument_guard(node.test, self.maybe_none_parameters()))
         if not node.orelse and tested and self.tracker.closes(tested, mark) and not body_rebinds(node.body, bound_before):
             # `if self.pad is None: self.pad = ...; self.pad_size = n`: the forward sets it once, the replay skips it
             for effect in drop_guarded_writes(self.effects, mark.effects):
@@ -317,6 +331,15 @@ class FunctionInterpreter(CallDispatch):
             test = replace(test, volatile=test.volatile - {GRAD_MODE})
         if not _is_memo_check(node):
             self.branch(node.test, test)
+
+    def maybe_none_parameters(self) -> set[str]:
+        """The parameters defaulting to None that may hold None here (not known to be given a value)."""
+        found = set()
+        for name in self.optional_parameters:
+            types = self.env[name].types if name in self.env else frozenset()
+            if not types or NONE_TYPE in types:
+                found.add(name)
+        return found
 
     def is_local_value(self, name: str) -> bool:
         """Whether the name holds a value of this run (a local or a closure variable), not a

@@ -34,6 +34,7 @@ NONDETERMINISTIC_OP = "nondeterministic-op"  # CKP504: an op whose recompute may
 Facts = tuple[tuple[str, str], ...]
 StateKey = tuple[str, str]  # state that outlives the region: (class, attribute), ("global", name), ("path", path)
 BUILT_FOR, BUILT_BY = "built_for", "built_by"  # facts of an effect reached through an over-approximated module
+ONLY_WHEN = "only_when"  # fact of an effect under a test of an optional argument: `past_key_values` is not None
 
 
 def approximation_note(module: str, builder: str) -> Facts:
@@ -125,3 +126,10 @@ class UntrackedOutput:
     path: str  # the region's file, as displayed
     line: int  # the return
     defaulted: tuple[str, ...] = ()  # parameters left at their default that chose that return (`return_dict`)
+
+
+def under_condition(effect: Effect, condition: str) -> Effect:
+    """The effect, noted as running only under `condition` (the innermost condition wins)."""
+    if not condition or any(name == ONLY_WHEN for name, _ in effect.facts):
+        return effect
+    return replace(effect, facts=effect.facts + ((ONLY_WHEN, condition),))

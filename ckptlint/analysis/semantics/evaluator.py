@@ -15,10 +15,11 @@ import re
 from dataclasses import replace
 from typing import Callable, Iterable
 
-from ckptlint.analysis.flow.statements import straight_line_binding
+from ckptlint.analysis.flow.statements import StatementIndex, straight_line_binding
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.config_fields import field_keys
+from ckptlint.analysis.semantics.known_truth import known_truth, reachable_returns
 from ckptlint.analysis.semantics.module_structure import ModuleStructure
 from ckptlint.analysis.semantics.modules import ModuleConstruction
 from ckptlint.analysis.semantics.protocol import EMPTY, Passed
@@ -90,6 +91,7 @@ class TypeInference(ModuleStructure, ZooChoices):
         self._choosing = {}
         self._registering = {}
         self._dict_writes = {}  # by the name a call unpacks (`**ba`)
+        self._statement_indexes: dict[int, StatementIndex] = {}  # by function scope
 
     # -- expressions ----------------------------------------------------------
 
@@ -350,12 +352,19 @@ class TypeInference(ModuleStructure, ZooChoices):
         candidates = binding.scope.bindings.get(expr.id, [binding])
         if len(candidates) > 1 and binding.scope is scope:
             reaching = straight_line_binding(candidates, scope, expr)
-            if reaching is not None:
-                candidates = [reaching]
+            candidates = [reaching] if reaching is not None else self._reaching(scope, candidates, expr) or candidates
         found: set[Type] = set()
         for candidate in candidates:
             found.update(self.binding_types(module, candidate, depth + 1))
         return frozenset(found)
+
+    def _reaching(self, scope: Scope, candidates: list[Binding], use: ast.Name) -> list[Binding]:
+        """The bindings that may reach `use` through branches and loops (`expert = Linear()` before
+        `if ...: expert = checkpoint_wrapper(expert)`, not the `expert = FSDP(expert)` after it)."""
+        index = self._statement_indexes.get(id(scope))
+        if index is None:
+            index = self._statement_indexes[id(scope)] = StatementIndex(scope.node)
+        return index.reaching(candidates, use.lineno)
 
     def binding_types(self, module: ModuleSymbols, binding: Binding, depth: int = 0) -> Types:
         """Memoised per binding; a fresh depth budget inside (the memo and a cycle sentinel bound the work)."""
@@ -672,10 +681,36 @@ class TypeInference(ModuleStructure, ZooChoices):
         self._env = env
         try:
             found: set[Type] = set()
-            for returned in self.return_expressions(scope):
+            for returned in self._reachable_returns(module, scope, env):
                 found.update(self.types(returned, module, scope))
         finally:
             self._env = saved
+        return frozenset(found)
+
+    def _reachable_returns(self, module: ModuleSymbols, scope: Scope, env: dict[int, dict[str, Types]]) -> list[ast.expr]:
+        """The returns a call with the arguments `env` passes can reach: a test on a passed
+        argument whose value decides it (`if norm_layer is None: return None`) prunes the other arm."""
+        node = scope.node
+        if not env.get(id(scope)) or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return self.return_expressions(scope)
+
+        def truth(test: ast.expr) -> bool | None:
+            def lookup(path: str) -> Value | None:
+                return None if "." in path else Value(frozenset(), self._types_before(module, scope, path, test))
+
+            return known_truth(test, lookup)
+
+        return reachable_returns(node.body, truth)
+
+    def _types_before(self, module: ModuleSymbols, scope: Scope, name: str, test: ast.expr) -> Types:
+        """What `name` holds at `test`, a test outside any loop: the union of its bindings that
+        end before it (a later one cannot reach it)."""
+        position = (test.lineno, test.col_offset)
+        found: set[Type] = set()
+        for binding in scope.bindings.get(name, ()):
+            end = (getattr(binding.node, "end_lineno", None) or 0, getattr(binding.node, "end_col_offset", None) or 0)
+            if binding.kind == PARAM or end <= position:
+                found.update(self.binding_types(module, binding))
         return frozenset(found)
 
     def return_expressions(self, scope: Scope) -> list[ast.expr]:

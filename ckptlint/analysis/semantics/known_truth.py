@@ -24,6 +24,8 @@ _FALSE_TYPES = frozenset({NONE_TYPE, FALSE_TYPE})
 TRUTH_TYPES = frozenset({NONE_TYPE, FALSE_TYPE, TRUE_TYPE})  # the types that decide a test
 
 Lookup = Callable[[str], "Value | None"]
+Truth = Callable[[ast.expr], "bool | None"]
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def false_value(path: str = "", none: bool | None = False) -> Value:
@@ -97,3 +99,79 @@ def _dotted(expr: ast.expr) -> str | None:
         parts.append(expr.attr)
         expr = expr.value
     return ".".join([expr.id, *reversed(parts)]) if isinstance(expr, ast.Name) else None
+
+
+def reachable_returns(body: list[ast.stmt], truth: Truth) -> list[ast.expr]:
+    """The values of the `return`s a call can reach when `truth` decides some `if` tests: with
+    `norm_layer=None`, `if norm_layer is None: return None` leaves the registry lookup below it
+    unreached. Tests it cannot decide keep both arms; other compound statements keep every
+    return inside them."""
+    found: list[ast.expr] = []
+    _leaves(body, truth, found)
+    return found
+
+
+def _leaves(body: list[ast.stmt], truth: Truth, found: list[ast.expr]) -> bool:
+    """Add the block's reachable return values to `found`; whether the block always leaves the function."""
+    for statement in body:
+        if isinstance(statement, ast.Return):
+            if statement.value is not None:
+                found.append(statement.value)
+            return True
+        if isinstance(statement, ast.Raise):
+            return True
+        if isinstance(statement, ast.If):
+            outcome = truth(statement.test)
+            if outcome is None:
+                taken = _leaves(statement.body, truth, found)
+                if _leaves(statement.orelse, truth, found) and taken:
+                    return True
+            elif _leaves(statement.body if outcome else statement.orelse, truth, found):
+                return True
+        elif not isinstance(statement, _NESTED_SCOPES):
+            found.extend(_all_returns(statement))
+    return False
+
+
+def _all_returns(statement: ast.stmt) -> list[ast.expr]:
+    found = []
+    stack: list[ast.AST] = [statement]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.Return) and current.value is not None:
+            found.append(current.value)
+        stack.extend(c for c in ast.iter_child_nodes(current) if isinstance(c, ast.stmt | ast.excepthandler | ast.match_case) and not isinstance(c, _NESTED_SCOPES))
+    return found
+
+
+def none_default_parameters(function: ast.AST) -> frozenset[str]:
+    """The parameters of a def whose default is None: arguments a caller may leave out."""
+    args = getattr(function, "args", None)
+    if not isinstance(args, ast.arguments):
+        return frozenset()
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+    return frozenset(a.arg for a, default in pairs if isinstance(default, ast.Constant) and default.value is None)
+
+
+def argument_guard(test: ast.expr, optional: frozenset[str] | set[str]) -> tuple[str, str]:
+    """What an undecided test of an optional argument asks of the call, for its body and its
+    `else`: `if past_key_values is not None:` runs its body only when the caller passes one
+    (a model that checkpoints in training usually passes none). Empty for other tests."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        for value in test.values:
+            body, _ = argument_guard(value, optional)
+            if body:
+                return body, ""
+        return "", ""
+    name, passed_in_body = None, True
+    if isinstance(test, ast.Name):
+        name = test.id
+    elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name):
+        other = test.comparators[0]
+        if isinstance(other, ast.Constant) and other.value is None and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
+            name, passed_in_body = test.left.id, isinstance(test.ops[0], ast.IsNot)
+    if name is None or name not in optional:
+        return "", ""
+    condition = f"`{name}` is not None"
+    return (condition, "") if passed_in_body else ("", condition)

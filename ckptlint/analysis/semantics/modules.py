@@ -47,7 +47,7 @@ class ModuleConstruction:
         self._children: dict[int, Types] = {}
         self._descendants: dict[int, Types] = {}
         self._feeding: dict[int, tuple[str, ...]] = {}
-        self._sites: dict[int, list[tuple[ast.Call, Scope, bool]]] = {}  # init node id -> (call, scope, passes self)
+        self._sites: dict[int, list[tuple[ast.Call, Scope, bool, ModuleSymbols]]] = {}  # init node id -> (call, scope, passes self, its module)
         self._spellings: dict[int, _SpellingIndex] = {}  # by module id
 
     # -- what kind of object ------------------------------------------------------
@@ -281,13 +281,31 @@ class ModuleConstruction:
             return EMPTY
         sites = self._sites.get(id(init.node))
         if sites is None:
-            sites = self._sites[id(init.node)] = self._find_sites(inference, module, self.classes.info(module, owner))
+            info = self.classes.info(module, owner)
+            sites = [(call, scope, passes_self, module) for call, scope, passes_self in self._find_sites(inference, module, info)]
+            sites.extend(self._other_modules_sites(inference, module, info))
+            self._sites[id(init.node)] = sites
         found: set[Type] = set()
-        for call, scope, passes_self in sites:
+        for call, scope, passes_self, at in sites:
             argument = _bind(init, call, passes_self).get(binding.name)
             if argument is not None:
-                found.update(inference.types(argument, module, scope, 1))
+                found.update(inference.types(argument, at, scope, 1))
         return frozenset(found)
+
+    def _other_modules_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool, ModuleSymbols]]:
+        """`Cls(...)` calls in the other loaded modules (`EfficientNetBuilder(norm_layer=...)` in the
+        model's module): without them a parameter would look like it only ever holds its default."""
+        sites = []
+        for loaded in self.classes.project.loaded():
+            other = loaded.symbols
+            if other is None or other is module:
+                continue
+            index = self._spelling_index(other)
+            for position in index.called.get(info.name, ()):
+                call, scope = index.calls[position]
+                if self._names(inference, call.func, other, scope, info):
+                    sites.append((call, scope, False, other))
+        return sites
 
     def _find_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool]]:
         """The module's calls that run `info`'s `__init__`: `Cls(...)`, `Cls.__init__(self, ...)`, and
