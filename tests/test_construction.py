@@ -310,3 +310,30 @@ def test_an_argument_known_to_be_given_carries_no_condition() -> None:
     assert (finding.code, finding.line) == ("CKP203", 14)
     assert "only when" not in finding.message
     assert lint_source(GUARDED.format(cache="None")) == []
+
+
+def test_a_test_on_a_value_the_function_rebinds_from_unknown_code_is_not_decided() -> None:
+    """`norm = resolve(norm)` with `resolve` unknown: `if norm is None: return None` may not run."""
+    source = """
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+from elsewhere import resolve
+
+
+def get_norm(norm=None):
+    norm = resolve(norm)
+    if norm is None:
+        return None
+    return nn.BatchNorm1d
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = (get_norm() or nn.LayerNorm)(4)
+
+    def forward(self, x):
+        return checkpoint(self.norm, x, use_reentrant=False)
+"""
+    [finding] = lint_source(source)
+    assert finding.code == "CKP204"

@@ -11,4 +11,5 @@
 - `call_sites.py`: what a parameter receives from its module's calls.
 - `method_callers.py`: who calls a method, and with what.
 - `known_truth.py`: tests whose outcome is known in an analysis context.
+- `reaching.py`: which bindings and returns a use can see, under the arguments being evaluated.
 """

@@ -15,14 +15,14 @@ import re
 from dataclasses import replace
 from typing import Callable, Iterable
 
-from ckptlint.analysis.flow.statements import StatementIndex, straight_line_binding
+from ckptlint.analysis.flow.statements import StatementIndex
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.config_fields import field_keys
-from ckptlint.analysis.semantics.known_truth import known_truth, reachable_returns
 from ckptlint.analysis.semantics.module_structure import ModuleStructure
 from ckptlint.analysis.semantics.modules import ModuleConstruction
 from ckptlint.analysis.semantics.protocol import EMPTY, Passed
+from ckptlint.analysis.semantics.reaching import ReachingBindings, within
 from ckptlint.analysis.semantics.values import (
     FALSE_TYPE,
     OUTER,
@@ -64,7 +64,7 @@ from ckptlint.symbols import (
 MAX_DEPTH = 24
 
 
-class TypeInference(ModuleStructure, ZooChoices):
+class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
     """Types of expressions across the project; `module_structure.py` and `zoo.py` are its plugins."""
 
     def __init__(self, project: Project, classes: ClassIndex):
@@ -92,6 +92,7 @@ class TypeInference(ModuleStructure, ZooChoices):
         self._registering = {}
         self._dict_writes = {}  # by the name a call unpacks (`**ba`)
         self._statement_indexes: dict[int, StatementIndex] = {}  # by function scope
+        self._dead: dict[int, tuple[dict[str, Types], list[tuple[int, int]]]] = {}  # by function scope: (its arguments, dead lines)
 
     # -- expressions ----------------------------------------------------------
 
@@ -347,24 +348,14 @@ class TypeInference(ModuleStructure, ZooChoices):
             return self.global_types(star, depth + 1) if star else EMPTY
         if binding.scope.kind == "module" or binding.kind in (IMPORT, CLASSDEF, DEF):
             return self.binding_types(module, binding, depth + 1)
-        # inside a function, any of its assignments may be the one that ran (`if ...: block = A() else: block = B()`),
-        # unless the function is straight-line there: then the one that reaches the use
+        # inside a function, any of its assignments that reach the use may be the one that ran
         candidates = binding.scope.bindings.get(expr.id, [binding])
         if len(candidates) > 1 and binding.scope is scope:
-            reaching = straight_line_binding(candidates, scope, expr)
-            candidates = [reaching] if reaching is not None else self._reaching(scope, candidates, expr) or candidates
+            candidates = self.reaching_bindings(module, scope, candidates, expr)
         found: set[Type] = set()
         for candidate in candidates:
             found.update(self.binding_types(module, candidate, depth + 1))
         return frozenset(found)
-
-    def _reaching(self, scope: Scope, candidates: list[Binding], use: ast.Name) -> list[Binding]:
-        """The bindings that may reach `use` through branches and loops (`expert = Linear()` before
-        `if ...: expert = checkpoint_wrapper(expert)`, not the `expert = FSDP(expert)` after it)."""
-        index = self._statement_indexes.get(id(scope))
-        if index is None:
-            index = self._statement_indexes[id(scope)] = StatementIndex(scope.node)
-        return index.reaching(candidates, use.lineno)
 
     def binding_types(self, module: ModuleSymbols, binding: Binding, depth: int = 0) -> Types:
         """Memoised per binding; a fresh depth budget inside (the memo and a cycle sentinel bound the work)."""
@@ -624,6 +615,8 @@ class TypeInference(ModuleStructure, ZooChoices):
                 if assignment.value is None or assignment.augmented:
                     continue
                 in_init = assignment.method.node.name in torch_api.INIT_LIKE_METHODS  # type: ignore[attr-defined]  # a method scope's node is a def
+                if in_init and within(assignment.node.lineno, self._dead_lines(cls.module, assignment.method)):
+                    continue  # `else: self.conv_s2d = None` when the configuration passes `s2d=1`
                 sets_in_init = sets_in_init or in_init
                 if in_init and initialised:
                     continue  # overridden by a subclass's __init__ (which runs after super().__init__())
@@ -687,32 +680,6 @@ class TypeInference(ModuleStructure, ZooChoices):
             self._env = saved
         return frozenset(found)
 
-    def _reachable_returns(self, module: ModuleSymbols, scope: Scope, env: dict[int, dict[str, Types]]) -> list[ast.expr]:
-        """The returns a call with the arguments `env` passes can reach: a test on a passed
-        argument whose value decides it (`if norm_layer is None: return None`) prunes the other arm."""
-        node = scope.node
-        if not env.get(id(scope)) or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return self.return_expressions(scope)
-
-        def truth(test: ast.expr) -> bool | None:
-            def lookup(path: str) -> Value | None:
-                return None if "." in path else Value(frozenset(), self._types_before(module, scope, path, test))
-
-            return known_truth(test, lookup)
-
-        return reachable_returns(node.body, truth)
-
-    def _types_before(self, module: ModuleSymbols, scope: Scope, name: str, test: ast.expr) -> Types:
-        """What `name` holds at `test`, a test outside any loop: the union of its bindings that
-        end before it (a later one cannot reach it)."""
-        position = (test.lineno, test.col_offset)
-        found: set[Type] = set()
-        for binding in scope.bindings.get(name, ()):
-            end = (getattr(binding.node, "end_lineno", None) or 0, getattr(binding.node, "end_col_offset", None) or 0)
-            if binding.kind == PARAM or end <= position:
-                found.update(self.binding_types(module, binding))
-        return frozenset(found)
-
     def return_expressions(self, scope: Scope) -> list[ast.expr]:
         cached = self._returns.get(id(scope))
         if cached is None:
@@ -770,3 +737,4 @@ def is_property(node: ast.AST) -> bool:
     """A method read as an attribute: `@property`, `@functools.cached_property`."""
     decorators = getattr(node, "decorator_list", ())
     return any((d.id if isinstance(d, ast.Name) else d.attr if isinstance(d, ast.Attribute) else "") in ("property", "cached_property") for d in decorators)
+

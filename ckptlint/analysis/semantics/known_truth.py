@@ -17,6 +17,8 @@ from ckptlint.analysis.semantics.values import (
     FALSE_TYPE,
     NONE_TYPE,
     TRUE_TYPE,
+    ClassObjectType,
+    LiteralType,
     Value,
 )
 
@@ -25,7 +27,6 @@ TRUTH_TYPES = frozenset({NONE_TYPE, FALSE_TYPE, TRUE_TYPE})  # the types that de
 
 Lookup = Callable[[str], "Value | None"]
 Truth = Callable[[ast.expr], "bool | None"]
-_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def false_value(path: str = "", none: bool | None = False) -> Value:
@@ -62,7 +63,7 @@ def known_truth(test: ast.expr, lookup: Lookup) -> bool | None:
         value = lookup(path) if path is not None else None
         if value is None:
             return None
-        return False if is_false(value) else True if is_true(value) else None
+        return False if is_false(value) else True if is_true(value) else _truthiness(value)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = known_truth(test.operand, lookup)
         return None if inner is None else not inner
@@ -74,6 +75,76 @@ def known_truth(test: ast.expr, lookup: Lookup) -> bool | None:
         return (not decisive) if all(outcome is not None for outcome in outcomes) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
         return _identity_test(test, lookup)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+        return _equality_test(test, lookup)
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance" and len(test.args) == 2:
+        return _isinstance_test(test.args[0], test.args[1], lookup)
+    return None
+
+
+def _truthiness(value: Value) -> bool | None:
+    """Class objects are true; string and int constants are what Python says; else unknown."""
+    outcomes = set()
+    for item in value.types:
+        if isinstance(item, ClassObjectType):
+            outcomes.add(True)
+        elif isinstance(item, LiteralType):
+            outcomes.add(_literal_truth(item))
+        else:
+            return None
+    return outcomes.pop() if len(outcomes) == 1 else None
+
+
+def _literal_truth(item: LiteralType) -> bool:
+    if not item.number:
+        return bool(item.value)
+    try:
+        return bool(int(item.value))
+    except ValueError:
+        return True
+
+
+def _strings(value: Value | None) -> set[str] | None:
+    """The string constants a value can be, when it is nothing else."""
+    if value is None or not value.types or not all(isinstance(t, LiteralType) and not t.number for t in value.types):
+        return None
+    return {t.value for t in value.types if isinstance(t, LiteralType)}
+
+
+def _equality_test(test: ast.Compare, lookup: Lookup) -> bool | None:
+    """`attn_type == 'se'` with `attn_type` known to be one of some string constants."""
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+    if not (isinstance(right, ast.Constant) and isinstance(right.value, str)):
+        return None
+    path = _dotted(left)
+    strings = _strings(lookup(path)) if path is not None else None
+    if strings is None:
+        return None
+    equal = {value == right.value for value in strings}
+    if len(equal) != 1:
+        return None
+    outcome = equal.pop()
+    return outcome if isinstance(test.ops[0], ast.Eq) else not outcome
+
+
+# what `isinstance(x, T)` names that neither a class object (nor a partial of one) nor a string is
+_NOT_CLASS_OBJECTS = frozenset({"str", "bool", "int", "float", "dict", "list", "tuple", "nn.Module", "torch.nn.Module"})
+_NOT_STRINGS = _NOT_CLASS_OBJECTS - {"str"} | {"type", "functools.partial", "partial", "types.FunctionType"}
+
+
+def _isinstance_test(subject: ast.expr, kinds: ast.expr, lookup: Lookup) -> bool | None:
+    """`isinstance(norm_layer, str)` with `norm_layer` known to hold classes, or string constants."""
+    path = _dotted(subject)
+    value = lookup(path) if path is not None else None
+    if value is None or not value.types:
+        return None
+    names = {ast.unparse(k) for k in (kinds.elts if isinstance(kinds, ast.Tuple) else [kinds])}
+    if all(isinstance(t, ClassObjectType) for t in value.types):
+        return False if names <= _NOT_CLASS_OBJECTS else None
+    if _strings(value) is not None:
+        return True if "str" in names else False if names <= _NOT_STRINGS else None
     return None
 
 
@@ -101,47 +172,40 @@ def _dotted(expr: ast.expr) -> str | None:
     return ".".join([expr.id, *reversed(parts)]) if isinstance(expr, ast.Name) else None
 
 
-def reachable_returns(body: list[ast.stmt], truth: Truth) -> list[ast.expr]:
-    """The values of the `return`s a call can reach when `truth` decides some `if` tests: with
-    `norm_layer=None`, `if norm_layer is None: return None` leaves the registry lookup below it
-    unreached. Tests it cannot decide keep both arms; other compound statements keep every
-    return inside them."""
-    found: list[ast.expr] = []
+def dead_lines(body: list[ast.stmt], truth: Truth) -> list[tuple[int, int]]:
+    """The line ranges a call cannot run when `truth` decides some `if` tests outside loops: the
+    arm not taken, and what follows a block that always returns (`if norm_layer is None: return
+    None` with `norm_layer=None` leaves the rest of the function unrun)."""
+    found: list[tuple[int, int]] = []
     _leaves(body, truth, found)
     return found
 
 
-def _leaves(body: list[ast.stmt], truth: Truth, found: list[ast.expr]) -> bool:
-    """Add the block's reachable return values to `found`; whether the block always leaves the function."""
-    for statement in body:
-        if isinstance(statement, ast.Return):
-            if statement.value is not None:
-                found.append(statement.value)
-            return True
-        if isinstance(statement, ast.Raise):
-            return True
-        if isinstance(statement, ast.If):
+def _span(statements: list[ast.stmt]) -> tuple[int, int]:
+    return statements[0].lineno, statements[-1].end_lineno or statements[-1].lineno
+
+
+def _leaves(body: list[ast.stmt], truth: Truth, dead: list[tuple[int, int]]) -> bool:
+    """Add the block's dead ranges to `dead`; whether the block always leaves the function."""
+    for position, statement in enumerate(body):
+        leaves = False
+        if isinstance(statement, (ast.Return, ast.Raise)):
+            leaves = True
+        elif isinstance(statement, ast.If):
             outcome = truth(statement.test)
             if outcome is None:
-                taken = _leaves(statement.body, truth, found)
-                if _leaves(statement.orelse, truth, found) and taken:
-                    return True
-            elif _leaves(statement.body if outcome else statement.orelse, truth, found):
-                return True
-        elif not isinstance(statement, _NESTED_SCOPES):
-            found.extend(_all_returns(statement))
+                taken = _leaves(statement.body, truth, dead)
+                leaves = _leaves(statement.orelse, truth, dead) and taken
+            else:
+                skipped = statement.orelse if outcome else statement.body
+                if skipped:
+                    dead.append(_span(skipped))
+                leaves = _leaves(statement.body if outcome else statement.orelse, truth, dead)
+        if leaves:
+            if position + 1 < len(body):
+                dead.append(_span(body[position + 1 :]))
+            return True
     return False
-
-
-def _all_returns(statement: ast.stmt) -> list[ast.expr]:
-    found = []
-    stack: list[ast.AST] = [statement]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, ast.Return) and current.value is not None:
-            found.append(current.value)
-        stack.extend(c for c in ast.iter_child_nodes(current) if isinstance(c, ast.stmt | ast.excepthandler | ast.match_case) and not isinstance(c, _NESTED_SCOPES))
-    return found
 
 
 def none_default_parameters(function: ast.AST) -> frozenset[str]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 from ckptlint.analysis.semantics.values import ClassType, Type, Types
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.project import Project
-from ckptlint.symbols import ModuleSymbols, Scope
+from ckptlint.symbols import Binding, ModuleSymbols, Scope
 
 if TYPE_CHECKING:
     from ckptlint.analysis.semantics.modules import ModuleConstruction
@@ -38,6 +38,8 @@ class TypeEvaluator(Protocol):
 
     def global_types(self, qualified_name: str, depth: int) -> Types: ...
 
+    def binding_types(self, module: ModuleSymbols, binding: Binding, depth: int = 0) -> Types: ...
+
     def instance(self, class_name: str, call: ast.Call | None) -> ClassType: ...
 
     def instance_attribute_types(self, item: ClassType, attribute: str) -> Types: ...
@@ -47,6 +49,8 @@ class TypeEvaluator(Protocol):
     def returned_types(self, module: ModuleSymbols, scope: Scope) -> Types: ...
 
     def returns_in(self, module: ModuleSymbols, scope: Scope, env: dict[int, dict[str, Types]]) -> Types: ...
+
+    def return_expressions(self, scope: Scope) -> list[ast.expr]: ...
 
     def attribute_types(self, info: ClassInfo, attribute: str, config: Passed = ()) -> Types: ...
 
