@@ -54,8 +54,12 @@ def is_true(value: Value) -> bool:
     return value.types == frozenset({TRUE_TYPE})
 
 
-def known_truth(test: ast.expr, lookup: Lookup) -> bool | None:
-    """True or False when the test's outcome follows from constants and known-false names; None otherwise."""
+def known_truth(test: ast.expr, lookup: Lookup, values: bool = False) -> bool | None:
+    """True or False when the test's outcome follows from constants and known-false names; None
+    otherwise. With `values`, also from what the names hold (`isinstance(attn_type, str)` with a
+    class, `attn_type == 'se'` with a string constant, the truth of a class): for the arguments
+    a builder is called with, not for a region's attributes, whose string defaults (a config
+    dataclass's `routing_type = "aux_loss"`) the configuration a project runs may override."""
     if isinstance(test, ast.Constant):
         return bool(test.value)
     if isinstance(test, (ast.Name, ast.Attribute)):  # a flag: `inplace`, `self.inplace`
@@ -63,18 +67,20 @@ def known_truth(test: ast.expr, lookup: Lookup) -> bool | None:
         value = lookup(path) if path is not None else None
         if value is None:
             return None
-        return False if is_false(value) else True if is_true(value) else _truthiness(value)
+        return False if is_false(value) else True if is_true(value) else _truthiness(value) if values else None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = known_truth(test.operand, lookup)
+        inner = known_truth(test.operand, lookup, values)
         return None if inner is None else not inner
     if isinstance(test, ast.BoolOp):
-        outcomes = [known_truth(value, lookup) for value in test.values]
+        outcomes = [known_truth(value, lookup, values) for value in test.values]
         decisive = isinstance(test.op, ast.Or)  # `or` is decided by a true operand, `and` by a false one
         if decisive in outcomes:
             return decisive
         return (not decisive) if all(outcome is not None for outcome in outcomes) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
         return _identity_test(test, lookup)
+    if not values:
+        return None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
         return _equality_test(test, lookup)
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance" and len(test.args) == 2:

@@ -66,7 +66,7 @@ class ReachingBindings(TypeEvaluator):
             def lookup(path: str) -> Value | None:
                 return None if "." in path else Value(frozenset(), self._types_before(module, scope, path, test))
 
-            return known_truth(test, lookup)
+            return known_truth(test, lookup, values=True)
 
         found = dead_lines(node.body, truth)
         self._dead[id(scope)] = (passed, found)
@@ -79,6 +79,8 @@ class ReachingBindings(TypeEvaluator):
         found: set[Type] = set()
         for binding in scope.bindings.get(name, ()):
             end = (getattr(binding.node, "end_lineno", None) or 0, getattr(binding.node, "end_col_offset", None) or 0)
+            if binding.kind == PARAM and name not in self._env.get(id(scope), {}):
+                return frozenset()  # not passed: its default is not what every call holds
             if binding.kind == PARAM or end <= position:
                 types = self.binding_types(module, binding)
                 if not types:
