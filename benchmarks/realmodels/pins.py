@@ -25,9 +25,13 @@ PINS = {
 # `_activation_checkpointing_enable` defaults to {"use_reentrant": False}; timm's
 # `use_reentrant_ckpt()` is False unless TIMM_REENTRANT_CKPT is set; diffusers'
 # `enable_gradient_checkpointing` passes use_reentrant=False. The other mode is opt-in.
-DEFAULT_MODE = {"transformers": "non-reentrant", "timm": "non-reentrant", "diffusers": "non-reentrant"}
-NO_DEPS_PINS = {"torchvision": "0.28.0"}  # needs numpy, pillow, torch: pillow comes with diffusers
-LIBRARIES = tuple(PINS)
+# mmpretrain's blocks omit it, so torch's default (reentrant) is theirs.
+DEFAULT_MODE = {"transformers": "non-reentrant", "timm": "non-reentrant", "diffusers": "non-reentrant", "mmpretrain": "reentrant"}
+# mmpretrain requires full mmcv (compiled ops) by metadata; its backbones run on mmcv-lite, so it
+# is installed without dependencies and these are installed for it
+MMPRETRAIN_DEPENDENCIES = {"mmcv-lite": "2.2.0", "mmengine": "0.10.7", "mat4py": "0.6.0", "modelindex": "0.0.2", "einops": "0.8.2"}
+NO_DEPS_PINS = {"torchvision": "0.28.0", "mmpretrain": "1.2.0"}  # torchvision needs numpy, pillow, torch: pillow comes with diffusers
+LIBRARIES = (*PINS, "mmpretrain")
 
 
 def venv_python(venv: str) -> str:
@@ -46,7 +50,7 @@ def setup(venv: str, benchmarks_dir: str) -> int:
     with open(constraints, "w", encoding="utf-8") as handle:
         handle.write(f"torch=={torch.__version__.split('+')[0]}\n")
     pip = [venv_python(venv), "-m", "pip", "install", "--disable-pip-version-check", "-c", constraints]
-    subprocess.run([*pip, *(f"{name}=={version}" for name, version in PINS.items())], check=True)
+    subprocess.run([*pip, *(f"{name}=={version}" for name, version in {**PINS, **MMPRETRAIN_DEPENDENCIES}.items())], check=True)
     subprocess.run([*pip, "--no-deps", *(f"{name}=={version}" for name, version in NO_DEPS_PINS.items())], check=True)
     check = subprocess.run(
         [venv_python(venv), "-m", "realmodels.worker", "check"],

@@ -33,7 +33,8 @@ import torch  # noqa: E402
 
 from realmodels.zoo_common import LineCoverage, describe_error, error_kind, loss_of, torchvision_without_native_ops  # noqa: E402
 
-ADAPTERS = {"transformers": "realmodels.zoo_transformers", "timm": "realmodels.zoo_timm", "diffusers": "realmodels.zoo_diffusers"}
+ADAPTERS = {"transformers": "realmodels.zoo_transformers", "timm": "realmodels.zoo_timm", "diffusers": "realmodels.zoo_diffusers",
+            "mmpretrain": "realmodels.zoo_mmpretrain"}  # fmt: skip
 MODES = {"reentrant": True, "non-reentrant": False}
 MAX_STACK = 3
 # every call, not the first per site: transformers makes every layer's checkpoint call from one
@@ -163,7 +164,7 @@ def check() -> int:
     torchvision_without_native_ops()
     versions: dict[str, str] = {"torch": str(torch.__version__)}
     failed = 0
-    for library in ("transformers", "timm", "diffusers", "torchvision"):
+    for library in ("transformers", "timm", "diffusers", "mmpretrain", "mmcv", "mmengine", "torchvision"):
         try:
             versions[library] = library_version(library)
         except Exception as exc:  # noqa: BLE001

@@ -49,6 +49,9 @@ class ModuleConstruction:
         self._feeding: dict[int, tuple[str, ...]] = {}
         self._sites: dict[int, list[tuple[ast.Call, Scope, bool, ModuleSymbols]]] = {}  # init node id -> (call, scope, passes self, its module)
         self._spellings: dict[int, _SpellingIndex] = {}  # by module id
+        self._callers: dict[str, list[ModuleSymbols]] = {}  # name called -> the loaded modules that call it
+        self._indexed: set[int] = set()  # ids of the modules in `_callers`
+        self._indexed_count = 0
 
     # -- what kind of object ------------------------------------------------------
 
@@ -296,16 +299,30 @@ class ModuleConstruction:
         """`Cls(...)` calls in the other loaded modules (`EfficientNetBuilder(norm_layer=...)` in the
         model's module): without them a parameter would look like it only ever holds its default."""
         sites = []
-        for loaded in self.classes.project.loaded():
-            other = loaded.symbols
-            if other is None or other is module:
+        for other in self._modules_calling(info.name):
+            if other is module:
                 continue
             index = self._spelling_index(other)
-            for position in index.called.get(info.name, ()):
+            for position in index.called[info.name]:
                 call, scope = index.calls[position]
                 if self._names(inference, call.func, other, scope, info):
                     sites.append((call, scope, False, other))
         return sites
+
+    def _modules_calling(self, name: str) -> list[ModuleSymbols]:
+        """The loaded modules with a call spelled `name(...)` or `x.name(...)`: an index over
+        every module loaded so far, extended as more are loaded."""
+        loaded = self.classes.project.loaded()
+        if len(loaded) != self._indexed_count:
+            for entry in loaded:
+                other = entry.symbols
+                if other is None or id(other) in self._indexed:
+                    continue
+                self._indexed.add(id(other))
+                for spelled in self._spelling_index(other).called:
+                    self._callers.setdefault(spelled, []).append(other)
+            self._indexed_count = len(loaded)
+        return self._callers.get(name, [])
 
     def _find_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool]]:
         """The module's calls that run `info`'s `__init__`: `Cls(...)`, `Cls.__init__(self, ...)`, and
