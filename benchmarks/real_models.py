@@ -1,7 +1,7 @@
 """The real-model truth corpus: how well ckptlint's static analysis predicts what checkpointing
 really changes in real model code (issue 11, point 4).
 
-Real libraries' models (transformers, timm, diffusers; pinned in realmodels/pins.py) are built
+Real libraries' models (transformers, timm, diffusers, mmpretrain; pinned in realmodels/pins.py) are built
 tiny with random weights (no download), checkpointing is enabled, and one training step runs
 under `ckptlint.runtime.audit(sample="all")` in both `use_reentrant` modes: that is the truth
 (every call, not the first per site: transformers makes all its layers' calls from one line).

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import FIXTURES, REPO
+
 from ckptlint.config import find_config, load_config
 from ckptlint.engine import Linter, lint_source
-from conftest import FIXTURES, REPO
 
 HAZARDS = FIXTURES / "regions" / "hazards"
 

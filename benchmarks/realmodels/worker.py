@@ -31,7 +31,13 @@ os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
 
 import torch  # noqa: E402
 
-from realmodels.zoo_common import LineCoverage, describe_error, error_kind, loss_of, torchvision_without_native_ops  # noqa: E402
+from realmodels.zoo_common import (  # noqa: E402
+    LineCoverage,
+    describe_error,
+    error_kind,
+    loss_of,
+    torchvision_without_native_ops,
+)
 
 ADAPTERS = {"transformers": "realmodels.zoo_transformers", "timm": "realmodels.zoo_timm", "diffusers": "realmodels.zoo_diffusers",
             "mmpretrain": "realmodels.zoo_mmpretrain"}  # fmt: skip

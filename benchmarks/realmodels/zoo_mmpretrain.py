@@ -99,6 +99,6 @@ def _smallest_working(model: torch.nn.Module) -> int:
 
 def _enable(reentrant: bool) -> None:
     """`with_cp=True` was set at build; the mode is torch's default for an omitted `use_reentrant`."""
-    defaults = torch.utils.checkpoint.checkpoint.__kwdefaults__
+    defaults = inspect.unwrap(torch.utils.checkpoint.checkpoint).__kwdefaults__  # under torch's dynamo-disabling wrapper
     assert defaults is not None and "use_reentrant" in defaults
     defaults["use_reentrant"] = reentrant
