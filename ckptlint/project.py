@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ckptlint.finding import Finding
-from ckptlint.libraries import never_read
+from ckptlint.libraries import is_library_directory, never_read
 from ckptlint.prefilter import WORDS_ONLY
 from ckptlint.source import DecodeError, SourceFile, decode_source
 from ckptlint.stubs import OVERRIDING_STUBS, STUBS
@@ -442,7 +442,8 @@ class Project:
         root = self._root_of(parts[0])
         if root is None:
             return None
-        library = parts[0] not in self._namespace()
+        # installed code, also when a file linted in site-packages made that directory a root
+        library = parts[0] not in self._namespace() or is_library_directory(os.fspath(root))
         if library and name in OVERRIDING_STUBS:  # a builder whose installed code the analysis cannot follow
             stub = STUBS.joinpath(*parts).with_suffix(".py")
             self._library_root_of[stub] = STUBS

@@ -128,3 +128,21 @@ def test_a_hazard_in_a_stub_is_reported_at_the_project_line_with_the_chain_into_
     assert {f.path for f in result.findings} == {"blocks.py"}
     through_stub = [f for f in result.findings if f.line == 57]
     assert len(through_stub) == 1 and "ConvModule.forward (mmcv/cnn/bricks/conv_module.py:" in through_stub[0].message
+
+
+def test_a_package_linted_inside_site_packages_reads_its_neighbours_through_the_stubs(tmp_path: Path) -> None:
+    """Linting an installed mmpretrain makes site-packages its import root, so mmcv beside it
+    resolves as if it were project code; it is still installed code, and the stub overrides it
+    (the real-model corpus's mmpretrain backbones: every `with_cp` BatchNorm was missed)."""
+    site = tmp_path / "env" / "lib" / "site-packages"
+    _installed_mmcv(site)
+    package = site / "zoo"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    shutil.copy(HAZARDS, package / "blocks.py")
+    (tmp_path / "ckptlint.toml").write_text(f'python = "{fake_python(tmp_path / "env" / "bin", "", site)}"\n')
+    from ckptlint.config import load_config
+
+    linter = Linter(load_config(tmp_path / "ckptlint.toml", package), base=package, jobs=1)
+    result = linter.lint_files([package / "blocks.py"])
+    assert [(f.code, f.line, f.column) for f in result.findings] == EXPECTED
