@@ -442,9 +442,10 @@ class Project:
         root = self._root_of(parts[0])
         if root is None:
             return None
-        # installed code, also when a file linted in site-packages made that directory a root
-        library = parts[0] not in self._namespace() or is_library_directory(os.fspath(root))
-        if library and name in OVERRIDING_STUBS:  # a builder whose installed code the analysis cannot follow
+        library = parts[0] not in self._namespace()
+        # a builder whose installed code the analysis cannot follow: also when a package linted in
+        # site-packages (an installed mmpretrain) made that directory a root beside mmcv
+        if (library or is_library_directory(os.fspath(root))) and name in OVERRIDING_STUBS:
             stub = STUBS.joinpath(*parts).with_suffix(".py")
             self._library_root_of[stub] = STUBS
             return stub

@@ -140,7 +140,8 @@ def test_a_package_linted_inside_site_packages_reads_its_neighbours_through_the_
     package.mkdir()
     (package / "__init__.py").write_text("")
     shutil.copy(HAZARDS, package / "blocks.py")
-    (tmp_path / "ckptlint.toml").write_text(f'python = "{fake_python(tmp_path / "env" / "bin", "", site)}"\n')
+    python = fake_python(tmp_path / "env" / "bin", "", site)
+    (tmp_path / "ckptlint.toml").write_text(f'python = "{python}"\nexclude = ["__pycache__"]\n')  # as the corpus lints: site-packages not excluded
     from ckptlint.config import load_config
 
     linter = Linter(load_config(tmp_path / "ckptlint.toml", package), base=package, jobs=1)
