@@ -286,7 +286,8 @@ class ModuleConstruction:
         if sites is None:
             info = self.classes.info(module, owner)
             sites = [(call, scope, passes_self, module) for call, scope, passes_self in self._find_sites(inference, module, info)]
-            sites.extend(self._other_modules_sites(inference, module, info))
+            if not self.is_module_class(info):  # a module's instances carry their own configuration (`config`)
+                sites.extend(self._other_modules_sites(inference, module, info))
             self._sites[id(init.node)] = sites
         found: set[Type] = set()
         for call, scope, passes_self, at in sites:
@@ -297,7 +298,10 @@ class ModuleConstruction:
 
     def _other_modules_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool, ModuleSymbols]]:
         """`Cls(...)` calls in the other loaded modules (`EfficientNetBuilder(norm_layer=...)` in the
-        model's module): without them a parameter would look like it only ever holds its default."""
+        model's module): without them a builder's parameter would look like it only ever holds its
+        default. Only for classes that are not `nn.Module`s: a module class (mmcv's `ConvModule`) is
+        built in many places with many configurations, and an instance's own are in its `config`;
+        the union of every site would give `ConvModule(norm_cfg=None)` the BatchNorm of others."""
         sites = []
         for other in self._modules_calling(info.name):
             if other is module:
