@@ -244,3 +244,43 @@ def test_a_routing_selection_recomputed_on_cpu_is_not_confirmable_there(tmp_path
     assert record.verdict == "equivalent" and record.device == "cpu"
     joined, _ = join(report.records, wanted, base)
     assert [item["status"] for item in joined] == [NEEDS_GPU]
+
+
+SEQUENTIAL_REGION = """\
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+STEM = nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4))
+
+
+def step():
+    x = torch.randn(2, 3, 4, 4, requires_grad=True)
+    checkpoint(STEM, x, use_reentrant=True).sum().backward()
+"""
+
+
+def test_a_container_region_s_running_stats_are_confirmed_at_the_call(tmp_path: Path) -> None:
+    """A Sequential that is itself the region has no line of the project inside it: its
+    BatchNorm is reported at the checkpoint call (mmpretrain's RepLKNet stem), where the join
+    must look for it."""
+    import importlib.util
+
+    from ckptlint.runtime.confirm import static_findings
+
+    path = tmp_path / "stem.py"
+    path.write_text(SEQUENTIAL_REGION)
+    static = static_findings(None, [str(path)])
+    assert static is not None
+    findings, base = static
+    wanted = [f for f in findings if f["code"] == "CKP204"]
+    assert [f["line"] for f in wanted] == [10]
+    spec = importlib.util.spec_from_file_location("stem", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with audit() as report:
+        module.step()
+    joined, missed = join(report.records, wanted, base)
+    assert [item["status"] for item in joined] == [CONFIRMED]
+    assert not [m for m in missed if m["category"] == "buffer"]

@@ -117,8 +117,8 @@ def join(records: Iterable[Record], findings: Iterable[dict[str, Any]], base: st
             matched = [r for r in records if r.ddp is not None and _same_place(r.ddp.get("constructed_at"), path, line)]
         elif code in AT_THE_DIFFERENTIATING_CALL:
             matched = [r for r in records if any(_same_place(s, path, line) for s in _differentiated_at(r))]
-        else:
-            matched = [r for r in records if _ran(r, path, line)]
+        else:  # or at the call: a container that is itself the region (`checkpoint(stem, x)`) has no project line inside
+            matched = [r for r in records if _ran(r, path, line) or _same_place(r.site, path, line)]
         status = NOT_EXERCISED
         if matched:
             status = NOT_TRIGGERED
