@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import FIXTURES
 from torch.utils.checkpoint import checkpoint
 
-from conftest import FIXTURES
-from fixtures.runtime import harness, shapes
 from ckptlint.runtime import audit
 from ckptlint.runtime.join import CONFIRMED, join
+from fixtures.runtime import harness, shapes
 
 CASES = [(name, mode) for name, (_, expected) in sorted(shapes.SHAPES.items()) for mode in harness.MODES if mode in expected]
 
