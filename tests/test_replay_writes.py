@@ -111,3 +111,90 @@ def test_a_closing_guard_excuses_an_append_once() -> None:
     assert _found(methods) == set()
     never_closed = methods.replace("self.state = 1", "self.other = 1")
     assert _found(never_closed) == {("CKP203", 15)}
+
+
+OVERWRITES = """
+import torch
+from torch.utils.checkpoint import checkpoint
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(4))
+
+{methods}
+
+    def run(self, x):
+        return checkpoint(self.forward, x, use_reentrant=False)
+"""
+
+
+def _overwrites(methods: str) -> set[tuple[str, int, str]]:
+    source = OVERWRITES.format(methods=methods)
+    return {(f.code, f.line, f.message.split(":")[0]) for f in lint_source(source)}
+
+
+def test_an_overwrite_from_the_inputs_is_scratch() -> None:
+    methods = """    def forward(self, x):
+        self.buf.copy_(x.detach())
+        self.buf[:2].fill_(1.0)
+        return (x * self.buf).sin()"""
+    assert _overwrites(methods) == set()
+
+
+def test_an_overwrite_that_reads_its_target_first_is_a_hazard() -> None:
+    methods = """    def forward(self, x):
+        self.buf.copy_(self.buf * 0.9 + x.detach())
+        return (x * self.buf).sin()"""
+    [(code, line, message)] = _overwrites(methods)
+    assert (code, line) == ("CKP204", 12)
+    assert "read before overwriting it" in message
+
+
+def test_an_overwrite_of_part_of_state_read_before_is_a_hazard() -> None:
+    methods = """    def forward(self, x, cache):
+        rolled = torch.roll(cache.states, 1)
+        cache.states[0].zero_()
+        return (x + rolled).sin()"""
+    assert {(c, line) for c, line, _ in _overwrites(methods)} == {("CKP204", 13)}
+
+
+def test_an_overwrite_in_a_callee_is_a_hazard_where_the_caller_read_first() -> None:
+    methods = """    def remember(self, x):
+        self.buf.copy_(x.detach())
+
+    def forward(self, x):
+        y = x * self.buf
+        self.remember(x)
+        return y.sin()"""
+    assert {(c, line) for c, line, _ in _overwrites(methods)} == {("CKP204", 12)}  # the callee's write
+
+
+def test_an_accumulating_in_place_op_stays_a_hazard() -> None:
+    methods = """    def forward(self, x):
+        self.buf.add_(x.detach())
+        return x.sin()"""
+    assert {(c, line) for c, line, _ in _overwrites(methods)} == {("CKP204", 12)}
+
+
+def test_a_read_in_one_arm_does_not_precede_a_write_in_the_other() -> None:
+    methods = """    def forward(self, x, cache):
+        if cache.decoding:
+            rolled = torch.roll(cache.states[0], 1)
+            cache.states[0].copy_(rolled + x)
+        else:
+            cache.states[0].copy_(x * 2)
+        return x.sin()"""
+    assert {(c, line) for c, line, _ in _overwrites(methods)} == {("CKP204", 14)}  # the decode arm's only
+
+
+def test_a_read_in_either_arm_precedes_a_write_after_them() -> None:
+    methods = """    def forward(self, x):
+        if x.sum() > 0:
+            y = x
+        else:
+            y = x * self.buf
+        self.buf.copy_(y.detach())
+        return y.sin()"""
+    assert {(c, line) for c, line, _ in _overwrites(methods)} == {("CKP204", 16)}

@@ -83,6 +83,10 @@ class TensorStateMutation(RegionRule):
     kinds = frozenset({TENSOR_STATE, RUNNING_STATS})
     messages = {
         "mutation": "{action} {tensor_kind} {subject}, which outlives the region: the replay applies it again",
+        "read-before-write": "{action} {tensor_kind} {subject}, which outlives the region and which the region read "
+        "before overwriting it: the replay reads the forward's write instead of the value the forward read",
+        "volatile-store": "{action} {tensor_kind} {subject}, which outlives the region, with a value that depends on "
+        "{reasons}: the replay writes a different one",
         "module": "`{subject}` ({module_class}) updates running_mean/running_var in training: "
         "the replay updates them a second time (momentum applied twice)",
         "functional": "`{callee}()` updates the running statistics `{subject}` in training: "

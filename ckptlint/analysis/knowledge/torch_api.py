@@ -104,6 +104,9 @@ CONTAINER_MUTATORS = frozenset(
 )  # fmt: skip
 # Mutate only when the receiver is known to be a container: tensors have out-of-place versions.
 CONTAINER_ONLY_MUTATORS = frozenset({"add", "sort", "reverse"})
+# In-place methods that replace what they write whatever was there: repeated with the same
+# value they leave the same contents (replay_writes.overwrite).
+OVERWRITE_METHODS = frozenset({"copy_", "fill_", "zero_"})
 # In-place-looking names that do not change a tensor's values.
 NOT_INPLACE = frozenset({"requires_grad_", "share_memory_", "retain_grad", "register_hook", "pin_memory"})
 # Tensor methods whose result shares storage with the receiver.

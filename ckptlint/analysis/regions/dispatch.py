@@ -82,7 +82,10 @@ class CallDispatch(_Interpreter):
                 if any(isinstance(item, (FunctionType, ClassObjectType, ClassType)) for item in callee.types):
                     return self.invoke(callee, node, arguments, keywords)
                 self.mark(node, self._callee_reason(node, name))
+            mark = self.tracker.mark(0)
             receiver = self.eval(func.value)
+            if func.attr in torch_api.OVERWRITE_METHODS:
+                self.tracker.forget_reads(mark)  # loading the tensor to write into it is not reading its contents
             return self.method_call(receiver, func.attr, node, arguments, keywords)
         callee = self.eval(func)
         if not callee.types:
@@ -102,7 +105,7 @@ class CallDispatch(_Interpreter):
         return None if name is None else self.analysis.project.canonical_name(name)
 
     def method_call(self, receiver: Value, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
-        known = self.library.method(self, receiver, method, node)
+        known = self.library.method(self, receiver, method, node, merge([*arguments, *keywords.values()]))
         if known is not None:
             self.mark(node)
             return known

@@ -197,6 +197,9 @@ class FunctionInterpreter(CallDispatch):
     def mutate(self, target: Value, node: ast.AST, action: str, tensor: bool = False) -> None:
         replay_writes.mutate(self, target, node, action, tensor)  # LibraryCalls' entry into the write policy
 
+    def overwrite(self, target: Value, node: ast.AST, action: str, value: Value) -> None:
+        replay_writes.overwrite(self, target, node, action, value)  # `.copy_(v)`, `.fill_(v)`, `.zero_()`
+
     def store_attribute(self, base: Value, attribute: str, node: ast.AST, action: str, value: Value) -> None:
         replay_writes.store_attribute(self, base, attribute, node, action, value)  # for `setattr()`
 
@@ -224,8 +227,12 @@ class FunctionInterpreter(CallDispatch):
         `conditions`: what each body needs of the call (`the caller passes `cache``), for messages."""
         start = dict(self.env)
         outcomes = []
+        before = self.tracker.before_alternatives()
+        arms = []
         for number, body in enumerate(bodies):
             self.env = dict(start)
+            if number:
+                arms.append(self.tracker.enter_alternative(before))
             mark = self.tracker.mark(0)
             condition = conditions[number] if number < len(conditions) else ""
             if condition:
@@ -236,6 +243,7 @@ class FunctionInterpreter(CallDispatch):
             if body and isinstance(body[-1], (ast.Return, ast.Raise)):
                 self.tracker.leave_reads(mark)  # `if _READY: return _REGISTRY`: no later statement follows that read
             outcomes.append(self.env)
+        self.tracker.after_alternatives(arms)
         self.env = _merge_envs(outcomes)
 
     def loop(self, body: Sequence[ast.stmt], orelse: Sequence[ast.stmt]) -> None:

@@ -232,9 +232,10 @@ class LibraryCalls:
 
     # -- methods whose meaning comes from the library ---------------------------
 
-    def method(self, run: Interpreter, receiver: Value, method: str, node: ast.Call) -> Value | None:
+    def method(self, run: Interpreter, receiver: Value, method: str, node: ast.Call, written: Value = CONST_VALUE) -> Value | None:
         """Random draws on generator objects, device moves, in-place tensor ops, container
-        mutators, buffer registration; None for any other method."""
+        mutators, buffer registration; None for any other method. `written`: what the call's
+        arguments give (the value an overwrite such as `.copy_(v)` puts in the tensor)."""
         text = f"{receiver.path}.{method}" if receiver.path else method
         rngs = [t for t in receiver.types if isinstance(t, RngType)]
         if rngs and method not in torch_api.RNG_METHODS_NOT_DRAWS:
@@ -265,7 +266,10 @@ class LibraryCalls:
         if method.endswith("_") and not method.startswith("_") and method not in torch_api.NOT_INPLACE:
             if isinstance(node.func, ast.Attribute):
                 self._saved_output_change(run, node.func.value, node, f"`.{method}()`")
-            run.mutate(receiver, node, f"in-place `.{method}()` on", tensor=True)
+            if method in torch_api.OVERWRITE_METHODS:
+                run.overwrite(receiver, node, f"in-place `.{method}()` on", written)
+            else:
+                run.mutate(receiver, node, f"in-place `.{method}()` on", tensor=True)
             if method in torch_api.TORCH_RANDOM_INPLACE_METHODS:
                 run.add(TORCH_RANDOM, node, "method", method=method)
             return receiver

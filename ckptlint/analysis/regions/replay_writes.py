@@ -135,6 +135,25 @@ class WriteTracker:
             if reason != GRAD_MODE and not (reason.state is not None and reason.state in self.written)
         )
 
+    # -- alternatives ---------------------------------------------------------------
+
+    def before_alternatives(self) -> tuple[frozenset[StateKey], frozenset[StateKey]]:
+        return frozenset(self.read_first), frozenset(self.written)
+
+    def enter_alternative(self, start: tuple[frozenset[StateKey], frozenset[StateKey]]) -> tuple[set[StateKey], set[StateKey]]:
+        """Begin one of exclusive arms (`if`/`else`) from what ran before them: a read in the
+        decode arm does not precede the prefill arm's write. Returns what the previous arm
+        left, for `after_alternatives`."""
+        left = (self.read_first, self.written)
+        self.read_first, self.written = set(start[0]), set(start[1])
+        return left
+
+    def after_alternatives(self, arms: list[tuple[set[StateKey], set[StateKey]]]) -> None:
+        """What follows the arms saw the reads and writes of any of them."""
+        for read_first, written in arms:
+            self.read_first |= read_first
+            self.written |= written
+
     # -- calls --------------------------------------------------------------------
 
     def merge_callee(self, summary: Summary, name: str) -> list[Effect]:
@@ -247,6 +266,47 @@ def mutate(run: Writer, target: Value, node: ast.AST, action: str, tensor: bool 
     run.tracker.accumulate(state_keys(target))
     run.tracker.accumulate(("global", name) for name in target.global_names)
     run.record(write_effect(run, target, node, "mutation", tensor, action=action))
+
+
+def overwrite(run: Writer, target: Value, node: ast.AST, action: str, value: Value) -> None:
+    """`t.copy_(v)`, `t.fill_(v)`, `t.zero_()` on tensor state that outlives the region: the
+    contents are replaced, not added to, so a replay that computes `v` again from the region's
+    inputs writes what the forward wrote (DESIGN.md: per-forward scratch, such as a prefill's
+    cache `copy_`). It changes something, and stays CKP204, when this run read that state
+    first (`buf.copy_(buf * m + x)`: the replay reads the forward's write) or `v` differs in
+    the replay; a caller that read the state before calling makes it a hazard there."""
+    if not target.outlives_region:
+        return
+    tracker = run.tracker
+    keys = state_keys(target)
+    reasons = tracker.unstable_reasons(value)
+    if _contents_read_first(tracker, target, keys):
+        tracker.store(keys, stable=False)
+        run.record(write_effect(run, target, node, "read-before-write", True, action=action))
+        return
+    if reasons:
+        tracker.store(keys, stable=False)
+        text = "; ".join(reason.text for reason in reasons)
+        run.record(write_effect(run, target, node, "volatile-store", True, action=action, reasons=text))
+        return
+    if tracker.first_write(keys):
+        tracker.pending.append(PendingStore(keys, write_effect(run, target, node, "read-before-write", True, action=action)))
+    tracker.store(keys, stable=True)
+
+
+def _contents_read_first(tracker: WriteTracker, target: Value, keys: frozenset[StateKey]) -> bool:
+    """This run read the target, or a part of it, before writing it: under its class
+    attribute, or (an object of unknown class) under its path or a longer one
+    (`cache.states` read, `cache.states[...]` written); not the object that holds it."""
+    if tracker.read_before_written(keys):
+        return True
+    if keys & tracker.written or not target.path:
+        return False
+    base = target.path.split("[", 1)[0]
+    return any(
+        kind == "path" and (path == base or path.startswith((base + ".", base + "[")))
+        for kind, path in tracker.read_first
+    )
 
 
 def store(run: Writer, target: Value, node: ast.AST, action: str, value: Value, what: str = "a value") -> None:
