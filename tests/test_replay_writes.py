@@ -113,6 +113,27 @@ def test_a_closing_guard_excuses_an_append_once() -> None:
     assert _found(never_closed) == {("CKP203", 15)}
 
 
+def test_a_value_set_unless_already_set_is_kept_by_the_replay() -> None:
+    methods = """    def forward(self, x):
+        if x.sum() > 0:
+            self.state = 2 * x.shape[0]
+        else:
+            self.state = x.shape[0] if self.state is None else self.state
+        self.items = self.items or [x.shape[0]]
+        return x.sin()"""
+    assert _found(methods) == set()
+
+
+def test_a_value_rebuilt_from_itself_in_one_arm_is_read_before_written() -> None:
+    methods = """    def forward(self, x):
+        if x.sum() > 0:
+            self.state = x.shape[0]
+        else:
+            self.state = self.state + 1
+        return x.sin()"""
+    assert _found(methods) == {("CKP203", 16)}  # masked while the other arm counted as written before it
+
+
 OVERWRITES = """
 import torch
 from torch.utils.checkpoint import checkpoint

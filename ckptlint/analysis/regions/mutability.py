@@ -92,7 +92,7 @@ class FunctionFacts:
                     assigned_paths.add(target)
                     if isinstance(node.value, ast.Constant) and node.value.value:
                         set_true.add(target)
-                    if _converts(node.value, target):
+                    if _converts(node.value, target) or _set_unless_set(node.value, target):
                         converted.add(target)
                     if value is not None and value != target:
                         copies.append((target, value))
@@ -168,6 +168,16 @@ def _converts(value: ast.expr, target: str) -> bool:
         and value.func.attr in IDEMPOTENT_CONVERSIONS
         and dotted_path(value.func.value) == target
     )
+
+
+def _set_unless_set(value: ast.expr, target: str) -> bool:
+    """`x.a = v if x.a is None else x.a`, `x.a = x.a or v`: set the first time, kept after,
+    so the replay keeps what the forward set."""
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):
+        return dotted_path(value.values[0]) == target
+    if not isinstance(value, ast.IfExp) or target not in _tested_for_none_or_truth(value.test):
+        return False
+    return target in (dotted_path(value.body), dotted_path(value.orelse))
 
 
 def _assigned_in(body: list[ast.stmt]) -> set[str]:
