@@ -219,3 +219,12 @@ def test_a_read_in_either_arm_precedes_a_write_after_them() -> None:
         self.buf.copy_(y.detach())
         return y.sin()"""
     assert {(c, line) for c, line, _ in _overwrites(methods)} == {("CKP204", 16)}
+
+
+def test_a_memo_filled_with_setdefault_is_no_hazard_but_growing_its_entry_is() -> None:
+    methods = """    def forward(self, x):
+        name = self.names.setdefault(x.shape[0], str(x.shape[0]))
+        self.names.setdefault(name, []).append(x.shape[0])
+        return x.sin()"""
+    source = TEMPLATE.format(methods=methods, parameters="", arguments="").replace("self.items = []", "self.names = {}")
+    assert {(f.code, f.line) for f in lint_source(source)} == {("CKP203", 14)}

@@ -273,6 +273,9 @@ class LibraryCalls:
             if method in torch_api.TORCH_RANDOM_INPLACE_METHODS:
                 run.add(TORCH_RANDOM, node, "method", method=method)
             return receiver
+        if method == "setdefault" and not self._project_method(run, receiver, method):
+            # a memo fill: the replay finds the key the forward set and returns what it stored
+            return Value(receiver.origins, element_types(receiver.types), path=f"{text}()")
         if method in torch_api.CONTAINER_MUTATORS or (
             method in torch_api.CONTAINER_ONLY_MUTATORS and any(isinstance(t, ContainerType) for t in receiver.types)
         ):
