@@ -19,6 +19,12 @@ class TensorStateMutation(RegionRule):
         registered buffer twice; an in-place op on an input changes the tensor checkpoint
         saved for the replay, so the replay starts from a different value.
 
+        An overwrite in place (`copy_`, `fill_`, `zero_`) is reported only when the
+        region read that state before writing it (`self.ema.copy_(self.ema * m + y)`,
+        a decode step that rolls the cache it writes back) or the value differs in the
+        replay: a prefill's `cache.states[i].copy_(x)` from the region's inputs writes
+        the same contents again and changes nothing.
+
         BatchNorm under fairscale's `checkpoint_wrapper` is not flagged: it skips the
         statistics update on recompute. SyncBatchNorm and InstanceNorm with
         `track_running_stats=True` are flagged like BatchNorm.
