@@ -147,3 +147,34 @@ def test_a_package_linted_inside_site_packages_reads_its_neighbours_through_the_
     linter = Linter(load_config(tmp_path / "ckptlint.toml", package), base=package, jobs=1)
     result = linter.lint_files([package / "blocks.py"])
     assert [(f.code, f.line, f.column) for f in result.findings] == EXPECTED
+
+
+def test_registrations_by_call_give_each_key_its_class() -> None:
+    import ast
+
+    from ckptlint.analysis.semantics.registries import call_registrations
+    from ckptlint.source import SourceFile
+    from ckptlint.symbols import ModuleSymbols
+
+    source = """
+import torch.nn as nn
+from .registry import NORM_LAYERS
+
+NORM_LAYERS.register_module('BN', module=nn.BatchNorm2d)
+NORM_LAYERS.register_module(name=['BN2d', 'BatchNorm2d'], module=nn.BatchNorm2d)
+if HAS_SYNC:
+    NORM_LAYERS.register_module('SyncBN', module=nn.SyncBatchNorm)
+NORM_LAYERS.register_module('GN')(nn.GroupNorm)
+
+
+def later():
+    NORM_LAYERS.register_module('IN', module=nn.InstanceNorm2d)
+"""
+    module = ModuleSymbols("m", SourceFile("m.py", "m.py", source), ast.parse(source))
+    found = [(ast.unparse(registry), key, ast.unparse(registered)) for registry, key, registered in call_registrations(module)]
+    assert found == [
+        ("NORM_LAYERS", "BN", "nn.BatchNorm2d"),
+        ("NORM_LAYERS", "BN2d", "nn.BatchNorm2d"),
+        ("NORM_LAYERS", "BatchNorm2d", "nn.BatchNorm2d"),
+        ("NORM_LAYERS", "SyncBN", "nn.SyncBatchNorm"),
+    ]  # not a decorator call applied to a class, nor a registration run only when a function is called

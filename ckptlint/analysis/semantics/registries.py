@@ -170,6 +170,35 @@ def registrations(module: ModuleSymbols) -> list[tuple[ast.expr, Scope, str, ast
     return found
 
 
+def call_registrations(module: ModuleSymbols) -> list[tuple[ast.expr, str, ast.expr]]:
+    """`REG.register_module('BN', module=nn.BatchNorm2d)` statements at module level (mmcv's
+    `norm.py`, and every vendored copy of it): (the registry expression, each key, the class
+    expression). Keys are the `name=` or first positional string, or a list of them."""
+    found: list[tuple[ast.expr, str, ast.expr]] = []
+    for node in _module_level_statements(module.tree.body):
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in REGISTER_METHODS):
+            continue
+        registered = next((k.value for k in call.keywords if k.arg == "module"), None)
+        if registered is None:
+            continue
+        given = next((k.value for k in call.keywords if k.arg in ("name", "module_name")), call.args[0] if call.args else None)
+        names = given.elts if isinstance(given, (ast.List, ast.Tuple)) else [given]
+        for name in names:
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                found.append((call.func.value, name.value, registered))
+    return found
+
+
+def _module_level_statements(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    """Statements run on import: the module's, and those under its `if`/`try` blocks."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, (ast.If, ast.Try)):
+            for block in (statement.body, statement.orelse, *(h.body for h in getattr(statement, "handlers", [])), getattr(statement, "finalbody", [])):
+                yield from _module_level_statements(block)
+
+
 def builder_name(scope_name: str, fallback: str) -> str:
     """Who over-approximated: the function doing the lookup, or the mapping when it is an `__init__`."""
     if not scope_name or scope_name.rpartition(".")[2] in ("__init__", "<module>", "<lambda>"):

@@ -159,6 +159,11 @@ class ZooChoices(TypeEvaluator):
                 registry = self.qualified_name(target, module, scope)
                 if registry is not None:
                     cached.append((registry, key, module.defined_name(scope, node.name)))
+            for target, key, registered in registries.call_registrations(module):
+                registry = self.qualified_name(target, module, module.scope)
+                class_name = self.qualified_name(registered, module, module.scope)
+                if registry is not None and class_name is not None:
+                    cached.append((registry, key, class_name))
             self._registrations[id(module)] = cached
         return cached
 
