@@ -117,6 +117,7 @@ simple("call_parity", (2, 8))
 simple("generation_cache", (2, 8))
 simple("random_mask_store", (2, 5, 8))
 simple("tensor_overwrite", (2, 8))
+simple("fresh_norm_module", (2, 5, 8))
 
 def rotary_longer(kind):
     m = load(cases(kind) + "rotary_cache.py")

@@ -187,6 +187,14 @@ class CallDispatch(_Interpreter):
                 results.append(Value(types=self.inference.instance_types(item.name, node, self.module, self.scope, 0)))
         return merge(results) if results else LOCAL_VALUE
 
+    def _constructed_by(self, func: ast.expr, class_name: str) -> bool:
+        """The module called is made by this very expression, `Cls(...)(x)`: a new module on
+        every run, whose running statistics no replay can update twice."""
+        if not isinstance(func, ast.Call):
+            return False
+        name = self._callee_name(func.func)
+        return name is not None and name == class_name
+
     def call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
         """Calling an `nn.Module` instance runs its forward."""
         if item.built_by:  # its class came from a builder's unknown key: what it does is noted so
@@ -199,6 +207,8 @@ class CallDispatch(_Interpreter):
         return self._call_module(module_value, item, node, arguments, keywords)
 
     def _call_module(self, module_value: Value, item: ClassType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:
+        if item.running_stats and self._constructed_by(node.func, item.name):
+            item = replace(item, running_stats=False)  # `nn.BatchNorm1d(dim)(x)`: statistics that die with the call
         if self.library.module_call(self, module_value.path or ast.unparse(node.func), item, node):
             self.mark(node)
             return LOCAL_VALUE
