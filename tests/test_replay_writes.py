@@ -228,3 +228,14 @@ def test_a_memo_filled_with_setdefault_is_no_hazard_but_growing_its_entry_is() -
         return x.sin()"""
     source = TEMPLATE.format(methods=methods, parameters="", arguments="").replace("self.items = []", "self.names = {}")
     assert {(f.code, f.line) for f in lint_source(source)} == {("CKP203", 14)}
+
+
+def test_an_item_overwrite_of_a_tensor_follows_the_overwrite_policy() -> None:
+    methods = """    def forward(self, x):
+        self.buf[0] = 1.0
+        y = x * 3
+        x[x > 0] = 0
+        return y"""
+    found = _overwrites(methods)
+    assert {(c, line) for c, line, _ in found} == {("CKP204", 14)}  # the input read first; not the buffer's constant
+    assert "read before overwriting it" in found.pop()[2]

@@ -19,7 +19,7 @@ class TensorStateMutation(RegionRule):
         registered buffer twice; an in-place op on an input changes the tensor checkpoint
         saved for the replay, so the replay starts from a different value.
 
-        An overwrite in place (`copy_`, `fill_`, `zero_`) is reported only when the
+        An overwrite in place (`copy_`, `fill_`, `zero_`, `t[idx] = v`) is reported only when the
         region read that state before writing it (`self.ema.copy_(self.ema * m + y)`,
         a decode step that rolls the cache it writes back) or the value differs in the
         replay: a prefill's `cache.states[i].copy_(x)` from the region's inputs writes

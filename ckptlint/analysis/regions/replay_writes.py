@@ -48,6 +48,7 @@ from ckptlint.analysis.semantics.values import (
     ContainerType,
     Value,
     Volatility,
+    merge,
 )
 from ckptlint.syntax import walk
 
@@ -335,12 +336,12 @@ def store(run: Writer, target: Value, node: ast.AST, action: str, value: Value, 
 
 
 def store_item(run: Writer, target: ast.Subscript, base: Value, key: Value, value: Value) -> None:
-    """`base[key] = value`: a keyed memo fills once; into a tensor it is in place; a store
-    under an unstable key is volatile whatever the value."""
+    """`base[key] = value`: a keyed memo fills once; into a tensor it overwrites part of it in
+    place (the overwrite policy); a store under an unstable key is volatile whatever the value."""
     if dotted_path(target.value) in lazy_initialised_names(run.scope.node):
         run.tracker.store(state_keys(base), stable=True)
-    elif input_tensor(base):
-        mutate(run, base, target, "item assignment into", tensor=True)
+    elif input_tensor(base) or _is_tensor_state(run, base):  # `x[mask] = 0`: an overwrite of part of a tensor
+        overwrite(run, base, target, "item assignment into", merge([key, value]))
     elif run.tracker.unstable_reasons(key):
         store(run, base, target, "stores an item in", key, what="under a key")
     else:
