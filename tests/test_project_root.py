@@ -18,10 +18,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from ckptlint.engine.cache import CACHE_DIR_NAME
-from ckptlint.frontend import CACHE_DIR_ENV, LARGE_SCAN_FILES, LARGE_SCAN_RATIO, scope_warning
+from ckptlint.frontend import (
+    CACHE_DIR_ENV,
+    LARGE_SCAN_FILES,
+    LARGE_SCAN_RATIO,
+    scope_warning,
+)
 from ckptlint.result import Scope
 
 # a model whose region draws from Python's random (CKP201) and appends to a list that
@@ -268,3 +273,65 @@ def test_a_namespace_directory_its_packages_import_through_is_part_of_their_name
     assert import_root(tmp_path / "megatron" / "core" / "utils.py") == tmp_path
     assert import_root(tmp_path / "src" / "pkg" / "utils.py") == tmp_path / "src"
     assert not is_namespace_package(tmp_path / "megatron" / "core")  # a regular package
+
+
+# -- typing stubs are not code ---------------------------------------------------------
+
+STUB_BLOCKS = """\
+import torch
+from torch.utils.checkpoint import checkpoint
+
+
+def make_blocks(add_first):
+    mods = [torch.nn.Linear(4, 4)]
+    if add_first:
+        mods.insert(0, AddOne())
+    return torch.nn.Sequential(*mods).to("cpu")
+
+
+class AddOne(torch.nn.Module):
+    def forward(self, x):
+        return x.add_(1)
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([make_blocks(True), make_blocks(False)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False)
+        return x
+"""
+
+
+STUB_TORCH_NN = """\
+from typing import Any, Iterable, Iterator, Optional
+
+
+class Module:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def to(self, device: Any) -> Module: ...
+
+
+class ModuleList(Module):
+    def __init__(self, modules: Optional[Iterable[Module]] = ...) -> None: ...
+    def __iter__(self) -> Iterator[Module]: ...
+
+
+Sequential: Any = ...
+"""
+
+
+def test_typing_stubs_of_a_library_in_the_repository_do_not_stand_in_for_it(repository: Path) -> None:
+    # xformers keeps mypy stubs for torch in `stubs/` (with no `Sequential`), beside a script
+    stubs = repository / "stubs"
+    (stubs / "torch" / "nn").mkdir(parents=True)
+    (stubs / "torch" / "__init__.pyi").write_text("from . import nn as nn\n")
+    (stubs / "torch" / "nn" / "__init__.pyi").write_text(STUB_TORCH_NN)
+    (stubs / "numpy.pyi").write_text("def zeros(shape) -> object: ...\n")
+    (stubs / "stub_checks.py").write_text("import torch\n")
+    (repository / "pkg" / "blocks.py").write_text(STUB_BLOCKS)
+    completed = ckptlint("pkg/blocks.py", "--no-cache", cwd=repository)
+    assert codes(completed) == [("pkg/blocks.py:14", "CKP204")], completed.stdout + completed.stderr
