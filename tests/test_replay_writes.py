@@ -239,3 +239,29 @@ def test_an_item_overwrite_of_a_tensor_follows_the_overwrite_policy() -> None:
     found = _overwrites(methods)
     assert {(c, line) for c, line, _ in found} == {("CKP204", 14)}  # the input read first; not the buffer's constant
     assert "read before overwriting it" in found.pop()[2]
+
+
+def test_state_set_after_a_guard_that_returns_it_when_set_is_set_once() -> None:
+    methods = """    def load(self):
+        if self.state is not None:
+            return self.state
+        if self.items:
+            self.state = 1
+        else:
+            self.state = 2
+        return self.state
+
+    def forward(self, x):
+        return x * self.load()"""
+    assert _found(methods) == set()
+
+
+def test_a_guard_that_returns_while_unset_leaves_later_stores_to_the_policy() -> None:
+    methods = """    def forward(self, x):
+        if self.state is None:
+            self.state = x.detach()
+            return x.sin()
+        y = x + self.state
+        self.state = x.detach()
+        return y.sin()"""
+    assert _found(methods) == {("CKP203", 14)}  # the first store after the test's read

@@ -75,6 +75,7 @@ class FunctionFacts:
         self.registered: set[str] = set()
         lazy: set[str] = set()
         truth_tested: set[str] = set()  # names and paths tested for None or truth
+        exit_tested: set[str] = set()  # ... by a guard that returns early
         set_true: set[str] = set()  # names and paths assigned a true constant (a "done" flag)
         assigned_paths: set[str] = set()  # names and paths assigned
         copies: list[tuple[str, str]] = []  # (target, source) of `a = b.c` and `b.c = a`
@@ -111,6 +112,8 @@ class FunctionFacts:
                 tested_here = set(_tested_for_none_or_truth(node.test))
                 truth_tested |= tested_here
                 lazy |= tested_here
+                if isinstance(node, ast.If) and not node.orelse and isinstance(node.body[-1], ast.Return):
+                    exit_tested |= _tested_as_set(node.test)  # `if _cache is not None: return _cache`: what follows runs once
                 if isinstance(node, ast.If):
                     # a guard its body closes sets everything under it once: memoisation (`if key !=
                     # _loaded: _fn = load(key); _loaded = key`), lazy initialisation with its siblings
@@ -123,6 +126,9 @@ class FunctionFacts:
         once: set[str] = set()
         if truth_tested & set_true:  # `if _READY: return; _TRACKER = make(); _READY = True`
             once.update(assigned_paths)
+        # `if _cache is not None: return _cache` ... `_cache = load()`: set on the first call, and a
+        # replay returns early (transformers' mamba kernel loader)
+        once.update(exit_tested & assigned_paths)
         # `old = self.mode` (old bound once) ... `self.mode = old`: the function leaves it as it found it
         saved = {target: source for target, source in copies if bindings_of.get(target) == 1}
         restored = {target for target, source in copies if saved.get(source) == target}
@@ -222,6 +228,20 @@ def dotted_path(expr: ast.expr) -> str | None:
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
         return f"{expr.value.id}.{expr.attr}"
     return None
+
+
+def _tested_as_set(test: ast.expr) -> set[str]:
+    """The state a test finds already set: `x.a is not None`, `x.a` (not `x.a is None`, whose
+    early return leaves the unset case to the code after it)."""
+    path = dotted_path(test)
+    if path is not None:
+        return {path}
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.IsNot, ast.NotEq)):
+        other = test.comparators[0]
+        left = dotted_path(test.left)
+        if isinstance(other, ast.Constant) and other.value is None and left is not None:
+            return {left}
+    return set()
 
 
 def _tested_for_none_or_truth(test: ast.expr) -> Iterator[str]:
