@@ -265,3 +265,13 @@ def test_a_guard_that_returns_while_unset_leaves_later_stores_to_the_policy() ->
         self.state = x.detach()
         return y.sin()"""
     assert _found(methods) == {("CKP203", 14)}  # the first store after the test's read
+
+
+def test_an_item_converted_into_itself_does_not_hide_an_earlier_read() -> None:
+    methods = """    def forward(self, x, cache):
+        if cache.states[0].device != x.device:
+            cache.states[0] = cache.states[0].to(x.device)
+        rolled = cache.states[0].roll(1)
+        cache.states[0].zero_()
+        return (x + rolled).sin()"""
+    assert {(c, line) for c, line, _ in _overwrites(methods)} == {("CKP204", 15)}  # transformers' Mamba cache

@@ -30,7 +30,11 @@ from ckptlint.analysis.regions.checkpoint_choice import only_chooses_checkpointi
 from ckptlint.analysis.regions.coverage import CallLog
 from ckptlint.analysis.regions.dispatch import CallDispatch
 from ckptlint.analysis.regions.library_calls import LibraryCalls
-from ckptlint.analysis.regions.mutability import Mutability, dotted_path
+from ckptlint.analysis.regions.mutability import (
+    Mutability,
+    converts_into_itself,
+    dotted_path,
+)
 from ckptlint.analysis.regions.replay_writes import (
     WriteTracker,
     body_rebinds,
@@ -401,6 +405,8 @@ class FunctionInterpreter(CallDispatch):
             if isinstance(target.value, ast.Name):  # later reads in this function see this value
                 self.env[f"{target.value.id}.{target.attr}"] = replace(value, path=f"{target.value.id}.{target.attr}")
         elif isinstance(target, ast.Subscript):
+            if isinstance(node, ast.Assign) and converts_into_itself(node.value, target):
+                return  # `self.states[i] = self.states[i].to(device)`: the contents stay what they were
             mark = self.tracker.mark(0)
             base = self.eval(target.value)
             self.tracker.forget_reads(mark)  # loading the container to store into it is not reading its contents

@@ -166,6 +166,17 @@ def set_once_or_restored(function: ast.AST) -> frozenset[str]:
 IDEMPOTENT_CONVERSIONS = frozenset({"to", "float", "half", "bfloat16", "double", "type", "contiguous", "cpu", "cuda", "train", "eval", "requires_grad_"})
 
 
+def converts_into_itself(value: ast.expr, target: ast.expr) -> bool:
+    """`x[i] = x[i].to(device)`: an item converted into itself (the same contents), which
+    neither changes what a later read sees nor needs the replay to repeat it."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in IDEMPOTENT_CONVERSIONS
+        and ast.dump(value.func.value) == ast.dump(target).replace("ctx=Store()", "ctx=Load()")
+    )
+
+
 def _converts(value: ast.expr, target: str) -> bool:
     """`x.a = x.a.to(...)`: the target converted into itself, which a replay repeats to no effect."""
     return (
