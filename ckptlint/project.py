@@ -136,24 +136,6 @@ def file_words(path: str, overlays: dict[Path, bytes | str]) -> frozenset[bytes]
     return frozenset(data.translate(WORDS_ONLY).split())
 
 
-def _typing_stubs_only(root: Path, entry: str, entries: Iterable[str]) -> bool:
-    """A top-level `.pyi` module or package with no code beside it: type stubs for a library
-    (xformers keeps `stubs/torch/nn/__init__.pyi` for mypy). Python never imports them, so
-    they must not stand in for the library they describe (`torch.nn.Sequential` read as a
-    stub's `...`)."""
-    if entry.endswith(".pyi"):
-        return entry[:-1] not in entries
-    if "." in entry:
-        return False
-    try:
-        inside = os.listdir(root / entry)
-    except OSError:
-        return False
-    if "__init__.py" in inside:
-        return False
-    return "__init__.pyi" in inside or (any(n.endswith(".pyi") for n in inside) and not any(n.endswith(".py") for n in inside))
-
-
 class Project:
     """Module lookup by name and by path, with every module parsed at most once."""
 
@@ -448,12 +430,27 @@ class Project:
             for overlay in self.overlays:  # editor buffers and stdin need not exist on disk
                 if overlay.is_relative_to(root):
                     entries.append(overlay.relative_to(root).parts[0])
+            listed = set(entries)
             names = self._top_level[root] = frozenset(
                 entry.rpartition(".")[0] if entry.endswith((".py", ".pyi")) else entry
-                for entry in entries
-                if not _typing_stubs_only(root, entry, entries)
+                for entry in listed
+                if not self._typing_stubs_only(root, entry, listed)
             )
         return names
+
+    def _typing_stubs_only(self, root: Path, entry: str, entries: set[str]) -> bool:
+        """A top-level `.pyi` module or package with no code beside it: type stubs for a library
+        (xformers keeps `stubs/torch/nn/__init__.pyi` for mypy). Python never imports them, so
+        they must not stand in for the library they describe (`torch.nn.Sequential` read as a
+        stub's `...`)."""
+        if entry.endswith(".pyi"):
+            return entry[:-1] not in entries
+        if "." in entry:
+            return False
+        inside = self._entries(root / entry)
+        if "__init__.py" in inside:
+            return False
+        return "__init__.pyi" in inside or (any(n.endswith(".pyi") for n in inside) and not any(n.endswith(".py") for n in inside))
 
     def _find_module(self, name: str) -> Path | None:
         parts = name.split(".")

@@ -82,9 +82,9 @@ class CallDispatch(_Interpreter):
                 if any(isinstance(item, (FunctionType, ClassObjectType, ClassType)) for item in callee.types):
                     return self.invoke(callee, node, arguments, keywords)
                 self.mark(node, self._callee_reason(node, name))
-            mark = self.tracker.mark(0)
+            mark = self.tracker.mark(0) if func.attr in torch_api.OVERWRITE_METHODS else None
             receiver = self.eval(func.value)
-            if func.attr in torch_api.OVERWRITE_METHODS:
+            if mark is not None:
                 self.tracker.forget_reads(mark)  # loading the tensor to write into it is not reading its contents
             return self.method_call(receiver, func.attr, node, arguments, keywords)
         callee = self.eval(func)

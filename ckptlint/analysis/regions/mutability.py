@@ -93,7 +93,7 @@ class FunctionFacts:
                     assigned_paths.add(target)
                     if isinstance(node.value, ast.Constant) and node.value.value:
                         set_true.add(target)
-                    if _converts(node.value, target) or _set_unless_set(node.value, target):
+                    if converts_into_itself(node.value, node.targets[0]) or _set_unless_set(node.value, target):
                         converted.add(target)
                     if value is not None and value != target:
                         copies.append((target, value))
@@ -167,23 +167,13 @@ IDEMPOTENT_CONVERSIONS = frozenset({"to", "float", "half", "bfloat16", "double",
 
 
 def converts_into_itself(value: ast.expr, target: ast.expr) -> bool:
-    """`x[i] = x[i].to(device)`: an item converted into itself (the same contents), which
-    neither changes what a later read sees nor needs the replay to repeat it."""
+    """`x.a = x.a.to(...)`, `x[i] = x[i].to(device)`: the target converted into itself (the
+    same contents), which a replay repeats to no effect and a later read sees unchanged."""
     return (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)
         and value.func.attr in IDEMPOTENT_CONVERSIONS
         and ast.dump(value.func.value) == ast.dump(target).replace("ctx=Store()", "ctx=Load()")
-    )
-
-
-def _converts(value: ast.expr, target: str) -> bool:
-    """`x.a = x.a.to(...)`: the target converted into itself, which a replay repeats to no effect."""
-    return (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in IDEMPOTENT_CONVERSIONS
-        and dotted_path(value.func.value) == target
     )
 
 

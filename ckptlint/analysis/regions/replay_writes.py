@@ -270,29 +270,16 @@ def mutate(run: Writer, target: Value, node: ast.AST, action: str, tensor: bool 
 
 
 def overwrite(run: Writer, target: Value, node: ast.AST, action: str, value: Value) -> None:
-    """`t.copy_(v)`, `t.fill_(v)`, `t.zero_()` on tensor state that outlives the region: the
-    contents are replaced, not added to, so a replay that computes `v` again from the region's
-    inputs writes what the forward wrote (DESIGN.md: per-forward scratch, such as a prefill's
-    cache `copy_`). It changes something, and stays CKP204, when this run read that state
-    first (`buf.copy_(buf * m + x)`: the replay reads the forward's write) or `v` differs in
-    the replay; a caller that read the state before calling makes it a hazard there."""
+    """`t.copy_(v)`, `t.fill_(v)`, `t.zero_()`, `t[i] = v` on tensor state that outlives the
+    region: the contents are replaced, not added to, so a replay that computes `v` again from
+    the region's inputs writes what the forward wrote (DESIGN.md: per-forward scratch, such as
+    a prefill's cache `copy_`). The plain-store policy decides, as CKP204: a hazard when this
+    run read that state (or a part of it) first, when `v` differs in the replay, or where a
+    caller read it first."""
     if not target.outlives_region:
         return
-    tracker = run.tracker
     keys = state_keys(target)
-    reasons = tracker.unstable_reasons(value)
-    if _contents_read_first(tracker, target, keys):
-        tracker.store(keys, stable=False)
-        run.record(write_effect(run, target, node, "read-before-write", True, action=action))
-        return
-    if reasons:
-        tracker.store(keys, stable=False)
-        text = "; ".join(reason.text for reason in reasons)
-        run.record(write_effect(run, target, node, "volatile-store", True, action=action, reasons=text))
-        return
-    if tracker.first_write(keys):
-        tracker.pending.append(PendingStore(keys, write_effect(run, target, node, "read-before-write", True, action=action)))
-    tracker.store(keys, stable=True)
+    _replayed_store(run, target, keys, node, action, value, _contents_read_first(run.tracker, target, keys), tensor=True)
 
 
 def _contents_read_first(tracker: WriteTracker, target: Value, keys: frozenset[StateKey]) -> bool:
@@ -321,17 +308,27 @@ def store(run: Writer, target: Value, node: ast.AST, action: str, value: Value, 
         tracker.store(keys, stable=True)
         run.record(write_effect(run, target, node, "mutation", False, action=action))
         return
+    _replayed_store(run, target, keys, node, action, value, tracker.read_before_written(keys), tensor=False, what=what)
+
+
+def _replayed_store(
+    run: Writer, target: Value, keys: frozenset[StateKey], node: ast.AST, action: str, value: Value, read_first: bool, tensor: bool, **facts: str
+) -> None:
+    """The store policy: a read-before-write when the run read the state first, a volatile
+    store when the value differs in the replay, else identical in the replay (and a hazard
+    only where a caller read the state first: kept pending)."""
+    tracker = run.tracker
     reasons = tracker.unstable_reasons(value)
-    if tracker.read_before_written(keys):
+    if read_first:
         tracker.store(keys, stable=False)
-        run.record(write_effect(run, target, node, "read-before-write", False, action=action))
+        run.record(write_effect(run, target, node, "read-before-write", tensor, action=action))
     elif reasons:
         tracker.store(keys, stable=False)
         text = "; ".join(reason.text for reason in reasons)
-        run.record(write_effect(run, target, node, "volatile-store", False, action=action, what=what, reasons=text))
+        run.record(write_effect(run, target, node, "volatile-store", tensor, action=action, reasons=text, **facts))
     else:
         if tracker.first_write(keys):  # a caller that read this state first makes it a hazard
-            tracker.pending.append(PendingStore(keys, write_effect(run, target, node, "read-before-write", False, action=action)))
+            tracker.pending.append(PendingStore(keys, write_effect(run, target, node, "read-before-write", tensor, action=action)))
         tracker.store(keys, stable=True)
 
 
