@@ -126,6 +126,18 @@ def rotary_longer(kind):
     return lambda: model(x(2, next(lengths), 8))
 CASES["rotary_longer"] = rotary_longer
 
+@case
+def builder_value_cases(kind):
+    m = load(cases(kind) + "builder_value_cases.py")
+    model = m.Net(wide=True)
+    return lambda: model(x(2, 8))
+
+@case
+def config_helper_field(kind):
+    m = load(cases(kind) + "config_helper_field.py")
+    model = m.Net(m.CONFIGS["large"])
+    return lambda: model(x(2, 16))
+
 if __name__ == "__main__":
     kinds = sys.argv[1].split(",")
     names = sys.argv[2:] or list(CASES)

@@ -18,7 +18,8 @@ from typing import Callable
 from ckptlint.analysis.semantics.registries import NO_KEY
 from ckptlint.analysis.semantics.values import LiteralType, Types
 from ckptlint.classes import ClassInfo
-from ckptlint.symbols import ModuleSymbols, Scope
+from ckptlint.passed_arguments import passed_arguments
+from ckptlint.symbols import PARAM, ModuleSymbols, Scope, parameter_default
 
 EMPTY: Types = frozenset()
 
@@ -55,8 +56,30 @@ def field_keys(
         for keyword in call.keywords:
             if keyword.arg == attribute:
                 passed = constant_key(keyword.value)
+                if passed is None and isinstance(keyword.value, ast.Name):
+                    passed = _parameter_keys(module, scope, keyword.value)
                 if passed is None:
                     return EMPTY
                 keys.update(passed)
+    return frozenset(keys)
+
+
+def _parameter_keys(module: ModuleSymbols, scope: Scope, name: ast.Name) -> Types | None:
+    """The keys a config helper's parameter forwards to the field (`def _nfnet_cfg(...,
+    attn_layer='se'): return NfCfg(..., attn_layer=attn_layer)`): its default and the constants
+    the module's calls of the helper pass; None when the name is not a parameter or one of
+    those is not a constant."""
+    binding = module.binding(scope, name.id, name.lineno)
+    if binding is None or binding.kind != PARAM or binding.scope is not scope:
+        return None
+    default = parameter_default(binding)
+    keys = set(NO_KEY if default is None else constant_key(default) or ())
+    if default is not None and not keys:
+        return None
+    for argument, _ in passed_arguments(module, scope, name.id):
+        passed = constant_key(argument)
+        if passed is None:
+            return None
+        keys.update(passed)
     return frozenset(keys)
 

@@ -38,6 +38,7 @@ from ckptlint.analysis.semantics.values import (
     Value,
     constructed_rng,
     element_types,
+    short_circuit,
     unpacked_types,
 )
 from ckptlint.analysis.semantics.zoo import ZooChoices
@@ -140,7 +141,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
         if isinstance(expr, ast.IfExp):
             return self.types(expr.body, module, scope, depth + 1) | self.types(expr.orelse, module, scope, depth + 1)
         if isinstance(expr, ast.BoolOp):
-            return frozenset().union(*(self.types(v, module, scope, depth + 1) for v in expr.values))
+            return short_circuit(isinstance(expr.op, ast.Or), [self.types(v, module, scope, depth + 1) for v in expr.values])
         if isinstance(expr, ast.Lambda):
             return frozenset({self.function(module, module.scope_of[id(expr)])})
         if isinstance(expr, ast.Starred):
@@ -199,7 +200,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             bound = self._bind_call_types(callee_scope, call, module, scope, depth)
             passed = self.passed(callee_module, callee_scope, callee.receiver is not None, call, module, scope, depth)
             if passed:
-                returned = self.returned_types_with(callee_module, callee_scope, passed)
+                returned = frozenset().union(*(self.returned_types_with(callee_module, callee_scope, each) for each in registries.case_split(passed)))
             else:
                 returned = self.returned_types(callee_module, callee_scope)
             found: set[Type] = set(self._passed_through(callee_scope, callee.receiver is not None, call, module, scope, depth))
@@ -284,7 +285,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             return registries.concatenated([self.types(call.args[0], module, scope, depth + 1)])
         if name in torch_api.PYTHON_CONTAINER_CALLS:
             return self.container_call(name, call, module, scope, depth)
-        if name in ("copy.copy", "copy.deepcopy") and call.args:
+        if name in ("copy.copy", "copy.deepcopy", "dataclasses.replace") and call.args:  # `replace(cfg, **kwargs)`: a config of the same class
             return self.types(call.args[0], module, scope, depth + 1)
         if name in ("builtins.enumerate", "builtins.reversed", "builtins.iter", "builtins.sorted"):
             return frozenset({ContainerType(torch_api.SEQUENCE, self._elements_of_arguments(call, module, scope, depth))})

@@ -26,6 +26,7 @@ from ckptlint.analysis.semantics.values import (
     Types,
     element_types,
     ordered,
+    short_circuit,
 )
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.symbols import CLASS, Binding, ModuleSymbols, Scope, positional_parameters
@@ -245,7 +246,7 @@ class ModuleConstruction:
         if isinstance(expr, ast.IfExp):
             return sub(expr.body) | sub(expr.orelse)
         if isinstance(expr, ast.BoolOp):
-            return frozenset().union(*(sub(v) for v in expr.values))
+            return short_circuit(isinstance(expr.op, ast.Or), [sub(v) for v in expr.values])
         if isinstance(expr, ast.Starred):
             return element_types(sub(expr.value))
         if isinstance(expr, (ast.List, ast.Tuple)):

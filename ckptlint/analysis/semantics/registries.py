@@ -47,6 +47,7 @@ NO_KEY: Types = frozenset({LiteralType("\0")})
 CHOICE_TYPES = (LiteralType, KeyedType, ClassObjectType)
 NONE_ONLY: Types = frozenset({NONE_TYPE})
 FLAGS = frozenset({FALSE_TYPE, TRUE_TYPE})  # `inplace=True`: a flag that chooses what the code does
+NEVER_TEXT = FLAGS | NONE_ONLY  # values no string method runs on (`attn_type.lower()` under `if attn_type:`)
 
 
 MAX_TEXTS = 16  # strings a concatenation may give before it is unknown
@@ -123,8 +124,8 @@ def string_method(types: Types, method: str) -> Types:
 
 
 def string_method_call(types: Types, method: str, arguments: list[ast.expr]) -> Types | None:
-    """`name.lower()`, `name.replace('_', '')` on literal keys; NO_KEY on a class or function,
-    which is never a string; None when the value may be a string no literal gives."""
+    """`name.lower()`, `name.replace('_', '')` on literal keys; NO_KEY on a class, a function,
+    None or a bool, which are never strings; None when the value may be a string no literal gives."""
     if any(isinstance(t, LiteralType) for t in types):
         if method != "replace":
             return string_method(types, method)
@@ -132,9 +133,29 @@ def string_method_call(types: Types, method: str, arguments: list[ast.expr]) -> 
         if len(old_new) != 2 or len(arguments) != 2:
             return None
         return frozenset(LiteralType(t.value.replace(old_new[0], old_new[1])) for t in types if isinstance(t, LiteralType))
-    if types and all(isinstance(t, (ClassObjectType, FunctionType)) for t in types):
+    if types and all(isinstance(t, (ClassObjectType, FunctionType)) or t in NEVER_TEXT for t in types):
         return NO_KEY
     return None
+
+
+MAX_CASES = 4  # value combinations a builder call is evaluated for one by one
+
+
+def case_split(passed: tuple[tuple[str, Types], ...]) -> list[tuple[tuple[str, Types], ...]]:
+    """A builder call's choosing arguments, one combination of their values at a time: a
+    builder's branches test one value (`if attn_type: ... attn_type.lower() == 'se'`), so
+    `None` or `SqueezeExcite` evaluated together take every branch, and apart take one each.
+    Unsplit when there is one combination or more than MAX_CASES."""
+    cases = 1
+    for _, types in passed:
+        cases *= max(1, len(types))
+    if cases == 1 or cases > MAX_CASES:
+        return [passed]
+    combinations: list[tuple[tuple[str, Types], ...]] = [()]
+    for name, types in passed:
+        alternatives = [frozenset({t}) for t in types] or [types]
+        combinations = [(*combination, (name, alternative)) for combination in combinations for alternative in alternatives]
+    return combinations
 
 
 def is_choice(types: Types, passed: bool = False) -> bool:

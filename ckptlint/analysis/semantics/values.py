@@ -220,6 +220,29 @@ FALSE_TYPE = ClassType("builtins.bool.False")
 TRUE_TYPE = ClassType("builtins.bool.True")
 
 
+def _falsy(item: Type) -> bool:
+    """A value that is always false: None, False, `''`, `0`."""
+    return item in (NONE_TYPE, FALSE_TYPE) or (isinstance(item, LiteralType) and item.value in (("0",) if item.number else ("",)))
+
+
+def _truthy(item: Type) -> bool:
+    """A value that is always true: a class, a function, True, a non-empty string or non-zero int."""
+    return isinstance(item, (ClassObjectType, FunctionType)) or item == TRUE_TYPE or (isinstance(item, LiteralType) and not _falsy(item))
+
+
+def short_circuit(is_or: bool, operands: list[Types]) -> Types:
+    """What `a or b` (`a and b`) can give: an operand before the last gives its value only when
+    that value ends the chain, truthy for `or`, falsy for `and` (`se_layer or SqueezeExcite` with
+    `se_layer=None` is SqueezeExcite alone, never None)."""
+    found: set[Type] = set()
+    passes_on = _falsy if is_or else _truthy
+    for types in operands[:-1]:
+        found.update(t for t in types if not passes_on(t))
+    if operands:
+        found.update(operands[-1])
+    return frozenset(found)
+
+
 def constructed_rng(name: str, call: ast.Call) -> RngType | None:
     """`random.Random(0)`, `np.random.default_rng()`: a generator object (seeded when given arguments)."""
     seeded = bool(call.args or call.keywords)
