@@ -305,7 +305,8 @@ class ZooChoices(TypeEvaluator):
         if cached is not None:
             return cached
         count = self._contexts.get(id(scope), 0)
-        if count >= MAX_CONTEXTS and not self.env_key(scope):
+        limit = MAX_ONE_VALUE_CONTEXTS if passed and all(len(types) == 1 for _, types in passed) else MAX_CONTEXTS
+        if count >= limit and not self.env_key(scope):
             return self.returned_types(module, scope)
         self._contexts[id(scope)] = count + 1
         self._env_returns[key] = EMPTY
@@ -332,6 +333,9 @@ class ZooChoices(TypeEvaluator):
 
 
 MAX_CONTEXTS = 8  # argument-dependent evaluations of one function; beyond, its context-free result
+# as many again for calls passing one value per argument (`get_norm_layer('layernorm')`, a
+# split case): few distinct in a project, each reused by every caller that passes it
+MAX_ONE_VALUE_CONTEXTS = 32
 
 
 def _parameter_names(scope: Scope) -> set[str]:
