@@ -1,5 +1,5 @@
 """How values choose what a builder builds: short-circuit operators, one value at a time,
-string methods on values that are never strings (analysis/semantics/values.py, registries.py)."""
+string methods on keys (and on values that are never strings) (analysis/semantics/values.py, registries.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from ckptlint.analysis.semantics.values import (
     NONE_TYPE,
     TRUE_TYPE,
     ClassObjectType,
+    ContainerType,
     LiteralType,
     short_circuit,
 )
+from ckptlint.engine import lint_source
 
 SE = ClassObjectType("zoo.SqueezeExcite")
 BN = LiteralType("bn")
@@ -54,3 +56,38 @@ def test_a_string_method_on_none_or_a_class_selects_no_key() -> None:
     assert registries.string_method_call(frozenset({NONE_TYPE, BN}), "lower", []) == {BN}
     unknown = ClassObjectType("zoo.Other")
     assert registries.string_method_call(frozenset({NONE_TYPE, unknown}), "replace", [ast.Constant("_"), ast.Constant("")]) == registries.NO_KEY
+
+
+def test_split_gives_the_parts_of_a_literal_key() -> None:
+    [parts] = registries.string_method_call(frozenset({LiteralType("bn-relu")}), "split", [ast.Constant("-")])
+    assert isinstance(parts, ContainerType) and parts.elements == {LiteralType("bn"), LiteralType("relu")}
+    [first] = registries.string_method_call(frozenset({LiteralType("a-b-c")}), "split", [ast.Constant("-"), ast.Constant(1)])
+    assert first.elements == {LiteralType("a"), LiteralType("b-c")}
+    assert registries.string_method_call(frozenset({LiteralType("a b")}), "split", [ast.Name("sep")]) is None
+
+
+SPLIT_KEY = """
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+NORM_ACT = dict(batchnorm=nn.BatchNorm2d, layernorm=nn.GroupNorm)
+
+
+class Block(nn.Module):
+    def __init__(self, norm_layer="layernorm-relu"):
+        super().__init__()
+        self.norm = NORM_ACT[norm_layer.replace("_", "").lower().split("-")[0]](1, 8)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+def run(x):
+    return checkpoint(Block({argument}), x, use_reentrant=False)
+"""
+
+
+def test_a_key_split_from_a_literal_selects_its_part() -> None:
+    assert lint_source(SPLIT_KEY.format(argument="")) == []
+    [finding] = lint_source(SPLIT_KEY.format(argument='"batch_norm-relu"'))
+    assert (finding.code, finding.line, finding.column) == ("CKP204", 14, 16) and "built by" not in finding.message

@@ -15,12 +15,14 @@ import ast
 from dataclasses import replace
 from typing import Callable, Iterable
 
+from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics.values import (
     FALSE_TYPE,
     NONE_TYPE,
     TRUE_TYPE,
     ClassObjectType,
     ClassType,
+    ContainerType,
     FunctionType,
     KeyedType,
     LiteralType,
@@ -38,7 +40,8 @@ LITERAL_METHODS: dict[str, Callable[[str], str]] = {"lower": str.lower, "upper":
 # how a registry object is asked for a class: `MODELS.build(cfg)`, `MODELS.get('name')`
 REGISTRY_METHODS = frozenset({"build", "get", "get_module", "build_from_cfg"})
 REGISTER_METHODS = frozenset({"register_module", "register"})
-STRING_METHODS = LITERAL_METHODS.keys() | {"replace"}
+SPLIT_METHODS = frozenset({"split", "rsplit"})  # `name.split('-')[0]`: the parts, as a list
+STRING_METHODS = LITERAL_METHODS.keys() | {"replace"} | SPLIT_METHODS
 ALL_METHODS = KEYED_METHODS | STRING_METHODS | REGISTRY_METHODS
 # the key a string method gives on a value that is never a string (`norm_layer.lower()` where
 # `norm_layer` is `nn.LayerNorm`): that branch does not run for the value, so it selects nothing
@@ -127,6 +130,8 @@ def string_method_call(types: Types, method: str, arguments: list[ast.expr]) -> 
     """`name.lower()`, `name.replace('_', '')` on literal keys; NO_KEY on a class, a function,
     None or a bool, which are never strings; None when the value may be a string no literal gives."""
     if any(isinstance(t, LiteralType) for t in types):
+        if method in SPLIT_METHODS:
+            return _split(types, method, arguments)
         if method != "replace":
             return string_method(types, method)
         old_new = [a.value for a in arguments if isinstance(a, ast.Constant) and isinstance(a.value, str)]
@@ -134,8 +139,23 @@ def string_method_call(types: Types, method: str, arguments: list[ast.expr]) -> 
             return None
         return frozenset(LiteralType(t.value.replace(old_new[0], old_new[1])) for t in types if isinstance(t, LiteralType))
     if types and all(isinstance(t, (ClassObjectType, FunctionType)) or t in NEVER_TEXT for t in types):
-        return NO_KEY
+        return frozenset({ContainerType(torch_api.SEQUENCE, NO_KEY)}) if method in SPLIT_METHODS else NO_KEY
     return None
+
+
+def _split(types: Types, method: str, arguments: list[ast.expr]) -> Types | None:
+    """`name.split('-')` on literal keys: a list holding every part; None unless the separator
+    and the count are constants."""
+    constants = [a.value for a in arguments if isinstance(a, ast.Constant)]
+    if len(constants) != len(arguments) or len(constants) > 2:
+        return None
+    separator = constants[0] if constants else None
+    count = constants[1] if len(constants) > 1 else -1
+    if not (separator is None or isinstance(separator, str) and separator) or not isinstance(count, int):
+        return None
+    split = str.split if method == "split" else str.rsplit
+    parts = frozenset(LiteralType(part) for t in types if isinstance(t, LiteralType) for part in split(t.value, separator, count))
+    return frozenset({ContainerType(torch_api.SEQUENCE, parts)})
 
 
 MAX_CASES = 4  # value combinations a builder call is evaluated for one by one
