@@ -125,6 +125,14 @@ CLOCK_FUNCTIONS = frozenset(
      "datetime.datetime.today", "datetime.date.today"}
 )  # fmt: skip
 GRAD_MODE_FUNCTIONS = frozenset({"torch.is_grad_enabled", "torch.autograd.grad_mode.is_grad_enabled"})
+PHASE_PREDICATES = frozenset({"is_checkpointing", "is_recomputing"})
+
+
+def is_phase_predicate(name: str) -> bool:
+    """`fairscale.nn.checkpoint.is_recomputing` and its vendored copies (torchgpipe, PiPPy):
+    a function of a checkpoint module that says which pass is running."""
+    module, _, short = name.rpartition(".")
+    return short in PHASE_PREDICATES and "checkpoint" in module
 
 # Builtins whose result carries the volatility of their arguments (`len(self.cache)`).
 VOLATILITY_PRESERVING_BUILTINS = frozenset(

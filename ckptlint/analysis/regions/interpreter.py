@@ -61,6 +61,7 @@ from ckptlint.analysis.semantics.known_truth import (
     none_default_parameters,
 )
 from ckptlint.analysis.semantics.values import (
+    CHECKPOINT_PHASE,
     CONST,
     CONST_VALUE,
     GLOBAL,
@@ -211,7 +212,7 @@ class FunctionInterpreter(CallDispatch):
         self.tracker.read(keys)
 
     def branch(self, test: ast.AST, value: Value) -> None:
-        others = sorted(value.volatile - {GRAD_MODE})
+        others = sorted(value.volatile - {GRAD_MODE, CHECKPOINT_PHASE})
         reasons = [reason.text for reason in others]
         states = [r.state for r in others if r.state is not None]
         depends_on = frozenset(states) if others and len(states) == len(others) else frozenset()
@@ -333,6 +334,11 @@ class FunctionInterpreter(CallDispatch):
             return
         bound_before = [name for name in self.env if "." not in name]
         self.branches(node.body, node.orelse, conditions=argument_guard(node.test, self.maybe_none_parameters()))
+        if CHECKPOINT_PHASE in test.volatile:  # `if is_recomputing(): saved.pop(0)`: each arm runs in one pass only
+            for effect in self.effects[mark.effects :]:
+                self._seen.discard(effect.key)
+            del self.effects[mark.effects :]
+            return
         if not node.orelse and tested and self.tracker.closes(tested, mark) and not body_rebinds(node.body, bound_before):
             # `if self.pad is None: self.pad = ...; self.pad_size = n`: the forward sets it once, the replay skips it
             for effect in drop_guarded_writes(self.effects, mark.effects):

@@ -35,6 +35,7 @@ from ckptlint.analysis.regions.summary import (
 )
 from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.values import (
+    CHECKPOINT_PHASE,
     CONST,
     CONST_VALUE,
     GRAD_MODE,
@@ -93,6 +94,8 @@ class LibraryCalls:
             return Value(volatile=frozenset({Volatility(f"wall-clock time (`{callee}()`)")}))
         if name in torch_api.GRAD_MODE_FUNCTIONS:
             return Value(volatile=frozenset({GRAD_MODE}))
+        if torch_api.is_phase_predicate(name):
+            return Value(volatile=frozenset({CHECKPOINT_PHASE}))
         if name == "torch.nn.functional.batch_norm":
             self._functional_batch_norm(run, node, arguments, keywords)
             return LOCAL_VALUE

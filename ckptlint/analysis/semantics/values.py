@@ -36,6 +36,9 @@ class Volatility:
 
 
 GRAD_MODE = Volatility("grad-mode")  # torch.is_grad_enabled(): only a hazard under reentrant checkpoint
+# fairscale's `is_checkpointing()` / `is_recomputing()`: true in one pass and false in the other,
+# by design; code that tests them is checkpoint-aware (push in the forward, pop in the replay)
+CHECKPOINT_PHASE = Volatility("checkpoint-phase")
 
 
 @dataclass(frozen=True)
