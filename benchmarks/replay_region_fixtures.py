@@ -133,6 +133,12 @@ def builder_value_cases(kind):
     return lambda: model(x(2, 8))
 
 @case
+def stage_tuples_add_module(kind):
+    m = load(cases(kind) + "stage_tuples_add_module.py")
+    model = m.Net(m.BasicBlock)
+    return lambda: model(x(2, 8, 4, 4))
+
+@case
 def config_helper_field(kind):
     m = load(cases(kind) + "config_helper_field.py")
     model = m.Net(m.CONFIGS["large"])

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterable, Iterator
 
-from ckptlint.syntax import walk_branches
 from ckptlint.project import Project
 from ckptlint.symbols import CLASSDEF, DEF, FUNCTION, ModuleSymbols, Scope
+from ckptlint.syntax import walk_branches
 
 
 @dataclass(frozen=True)
@@ -181,6 +181,11 @@ def _note_call(call: ast.Call, receiver: str, method: Scope, added: list[AddedMo
     """Record a call that registers a submodule on `self` or grows a container attribute of it."""
     func = call.func
     args = call.args
+    if _adds_unpacked_pair(func, args, receiver):  # `self.add_module(*stage)` with `stage = (name, module)`
+        pair = args[0].value  # type: ignore[attr-defined]  # checked: one starred argument
+        name, module = (ast.copy_location(ast.Subscript(pair, ast.Constant(i), ast.Load()), pair) for i in (0, 1))
+        added.append(AddedModule(name, module, method))
+        return
     if any(isinstance(a, ast.Starred) for a in args):
         return
     if isinstance(func, ast.Name) and func.id == "setattr" and len(args) == 3:
@@ -205,6 +210,17 @@ def _note_call(call: ast.Call, receiver: str, method: Scope, added: list[AddedMo
         growth.setdefault(attribute, []).append(ContainerGrowth(args[position], method, False))
     elif func.attr in COLLECTION_ADDERS and args:
         growth.setdefault(attribute, []).append(ContainerGrowth(args[0], method, True))
+
+
+def _adds_unpacked_pair(func: ast.expr, args: list[ast.expr], receiver: str) -> bool:
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in MODULE_ADDERS
+        and isinstance(func.value, ast.Name)
+        and func.value.id == receiver
+        and len(args) == 1
+        and isinstance(args[0], ast.Starred)
+    )
 
 
 def _assignment_targets(node: ast.AST) -> Iterator[tuple[ast.expr, ast.expr | None, bool, int | None]]:

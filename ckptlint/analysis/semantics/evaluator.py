@@ -289,6 +289,8 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             return self.types(call.args[0], module, scope, depth + 1)
         if name in ("builtins.enumerate", "builtins.reversed", "builtins.iter", "builtins.sorted"):
             return frozenset({ContainerType(torch_api.SEQUENCE, self._elements_of_arguments(call, module, scope, depth))})
+        if name == "itertools.repeat" and call.args:  # `tuple(repeat(block, n))`
+            return frozenset({ContainerType(torch_api.SEQUENCE, self.types(call.args[0], module, scope, depth + 1))})
         if name == "functools.partial" and call.args:
             return self.types(call.args[0], module, scope, depth + 1)
         rng = constructed_rng(name, call)
@@ -430,20 +432,23 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
         iterable = binding.value
         if iterable is None:
             return EMPTY
-        unpack = binding.unpack
+        return self._iterated(iterable, tuple(binding.unpack or ()), module, scope, depth)
+
+    def _iterated(self, iterable: ast.expr, unpack: tuple[int, ...], module: ModuleSymbols, scope: Scope, depth: int) -> Types:
+        """What a loop target unpacked at `unpack` gets from `iterable`: `for i, (block_fn, planes)
+        in enumerate(zip(block_fns, channels))` gives `block_fn` the elements of `block_fns`."""
         if isinstance(iterable, ast.Call) and unpack:
             name = module.qualified_name(iterable.func, scope)
             if name == "builtins.enumerate" and unpack[0] == 1 and iterable.args:
-                return element_types(self.types(iterable.args[0], module, scope, depth + 1))
-            if name == "builtins.zip" and unpack[0] < len(iterable.args):
-                return element_types(self.types(iterable.args[unpack[0]], module, scope, depth + 1))
-            if isinstance(iterable.func, ast.Attribute) and iterable.func.attr == "items" and unpack[0] == 1:
+                return self._iterated(iterable.args[0], unpack[1:], module, scope, depth + 1)
+            if name == "builtins.zip" and unpack[0] < len(iterable.args) and not any(isinstance(a, ast.Starred) for a in iterable.args):
+                return self._iterated(iterable.args[unpack[0]], unpack[1:], module, scope, depth + 1)
+            if isinstance(iterable.func, ast.Attribute) and iterable.func.attr == "items" and unpack[0] == 1 and len(unpack) == 1:
                 return element_types(self.types(iterable.func.value, module, scope, depth + 1))
-            types = element_types(self.types(iterable, module, scope, depth + 1))  # `named_children()`: (name, module) pairs
-            for index in unpack:
-                types = unpacked_types(types, index)
-            return types
-        return element_types(self.types(iterable, module, scope, depth + 1))
+        types = element_types(self.types(iterable, module, scope, depth + 1))  # `named_children()`: (name, module) pairs
+        for index in unpack:
+            types = unpacked_types(types, index)
+        return types
 
     def _parameter_types(self, binding: Binding, module: ModuleSymbols, depth: int) -> Types:
         found: set[Type] = set()
@@ -475,6 +480,10 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             if outer.rpartition(".")[2] in ("Optional", "Union"):
                 parts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
                 return frozenset().union(*(self.annotation_types(p, module, scope, depth + 1) for p in parts))
+            if outer.rpartition(".")[2] in SEQUENCE_ANNOTATIONS:  # `Tuple[Type[BasicBlock], ...]`: a sequence of those
+                parts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+                elements = frozenset().union(*(self.annotation_types(p, module, scope, depth + 1) for p in parts))
+                return frozenset({ContainerType(torch_api.SEQUENCE, elements)}) if elements else EMPTY
             return EMPTY
         if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
             return self.annotation_types(annotation.left, module, scope, depth + 1) | self.annotation_types(
@@ -713,6 +722,10 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
                 return None
             current = current.parent
         return None
+
+
+# annotations of sequences whose elements the subscript names (`Tuple[Type[Block], ...]`)
+SEQUENCE_ANNOTATIONS = frozenset({"Tuple", "tuple", "List", "list", "Sequence", "Iterable", "MutableSequence"})
 
 
 def _is_bare_module(value: ast.expr | None, module: ModuleSymbols, scope: Scope) -> bool:
