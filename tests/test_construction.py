@@ -338,3 +338,51 @@ class Block(nn.Module):
 """
     [finding] = lint_source(source)
     assert finding.code == "CKP204"
+
+
+HELPER_METHOD = """
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Mixer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.{norm}(8)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+class Hybrid(nn.Module):
+    def __init__(self, mixer):
+        super().__init__()
+        self.mixer = mixer
+
+    def forward(self, x):
+        return self.mixer(x)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        mixers = iter([Mixer(), Mixer()])
+        self.layers = nn.ModuleList(self.get_layers(mixers))
+
+    def get_layers(self, mixers):
+        return [Hybrid(next(mixers)), Hybrid(next(mixers))]
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = checkpoint(layer, x, use_reentrant=False)
+        return x
+"""
+
+
+def test_a_helper_method_parameter_holds_what_the_class_passes_it() -> None:
+    """transformers' Zamba2 builds its hybrid layers in `get_layers(blocks, linears, mamba_layers)`
+    from `next(mamba_layers)` over `iter([...])`: the layers hold the modules the class made."""
+    [finding] = lint_source(HELPER_METHOD.format(norm="BatchNorm1d"))
+    assert (finding.code, finding.line, finding.column) == ("CKP204", 13, 16)
+    assert lint_source(HELPER_METHOD.format(norm="LayerNorm")) == []

@@ -47,6 +47,7 @@ from ckptlint.passed_arguments import passed_arguments
 from ckptlint.project import Project
 from ckptlint.symbols import (
     ASSIGN,
+    CLASS,
     CLASSDEF,
     DEF,
     IMPORT,
@@ -289,6 +290,8 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             return self.types(call.args[0], module, scope, depth + 1)
         if name in ("builtins.enumerate", "builtins.reversed", "builtins.iter", "builtins.sorted"):
             return frozenset({ContainerType(torch_api.SEQUENCE, self._elements_of_arguments(call, module, scope, depth))})
+        if name == "builtins.next" and call.args:  # `next(mamba_layers)` over `iter([...])`
+            return element_types(self.types(call.args[0], module, scope, depth + 1))
         if name == "itertools.repeat" and call.args:  # `tuple(repeat(block, n))`
             return frozenset({ContainerType(torch_api.SEQUENCE, self.types(call.args[0], module, scope, depth + 1))})
         if name == "functools.partial" and call.args:
@@ -462,6 +465,10 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
                 for argument, call_scope in passed_arguments(module, binding.scope, binding.name):
                     found.update(registries.choices(self.types(argument, module, call_scope, depth + 1)))
         found.update(self.construction.site_types(self, binding, module))  # `Wrapper(Block())` for `__init__(self, inner)`
+        if not found and default is None and _is_helper_method(binding.scope):
+            # `self.get_layers(blocks, linear_layers, iter(mamba_layers))`: what the module's calls pass
+            for argument, call_scope in passed_arguments(module, binding.scope, binding.name):
+                found.update(self.types(argument, module, call_scope, depth + 1))
         return frozenset(found)
 
     def annotation_types(self, annotation: ast.expr, module: ModuleSymbols, scope: Scope, depth: int = 0) -> Types:
@@ -722,6 +729,14 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
                 return None
             current = current.parent
         return None
+
+
+def _is_helper_method(scope: Scope) -> bool:
+    """A method other than `__init__` and `forward` (`get_layers`, `_make_stage`): a builder the
+    class calls itself, whose parameters hold what those calls pass."""
+    parent = scope.parent
+    name = getattr(scope.node, "name", "")
+    return parent is not None and parent.kind == CLASS and name not in ("__init__", "forward") and not name.startswith("__")
 
 
 # annotations of sequences whose elements the subscript names (`Tuple[Type[Block], ...]`)
