@@ -139,6 +139,12 @@ def stage_tuples_add_module(kind):
     return lambda: model(x(2, 8, 4, 4))
 
 @case
+def balanced_stack(kind):
+    m = load(cases(kind) + "balanced_stack.py")
+    model = m.Net()
+    return lambda: model(x(2, 8))
+
+@case
 def config_helper_field(kind):
     m = load(cases(kind) + "config_helper_field.py")
     model = m.Net(m.CONFIGS["large"])

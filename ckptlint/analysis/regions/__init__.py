@@ -12,6 +12,7 @@
 - `library_calls.py`: what torch, NumPy, `random` and builtins calls do inside a region.
 - `mutability.py`: which state can change between forward and replay.
 - `replay_writes.py`: which writes a replay repeats with a different effect.
+- `balanced_stacks.py`: stacks a region pushes onto and pops off again (a whole-region replay leaves them).
 - `libraries.py`: hazards in installed libraries, reported at the project line that reaches them.
 - `effects.py`: effects per checkpoint call (resolve, summarise, prefix the chain).
 - `outputs.py`: what a reentrant region returns (CKP306).

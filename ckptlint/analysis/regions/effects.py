@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ckptlint.analysis.regions.coverage import REGION_UNKNOWN, RESOLVED, CallEdge, CallLog
+from ckptlint.analysis.regions.balanced_stacks import without_balanced_stacks
+from ckptlint.analysis.regions.coverage import (
+    REGION_UNKNOWN,
+    RESOLVED,
+    CallEdge,
+    CallLog,
+)
 from ckptlint.analysis.regions.interpreter import Summaries
 from ckptlint.analysis.regions.libraries import reached_at
 from ckptlint.analysis.regions.library_calls import own_running_statistics
@@ -39,6 +45,8 @@ class RegionEffects:
                 if effect.key not in seen:
                     seen.add(effect.key)
                     found.append(effect)
+        if call.reentrant:  # the replay runs the whole region (a non-reentrant one stops after its last saved tensor)
+            found = without_balanced_stacks(found)
         self._by_call[id(call.node)] = found
         return found
 

@@ -264,9 +264,23 @@ def mutate(run: Writer, target: Value, node: ast.AST, action: str, tensor: bool 
     hazard when it outlives the region, since the replay adds to the forward's result."""
     if not target.outlives_region:
         return
-    run.tracker.accumulate(state_keys(target))
+    keys = state_keys(target)
+    run.tracker.accumulate(keys)
     run.tracker.accumulate(("global", name) for name in target.global_names)
-    run.record(write_effect(run, target, node, "mutation", tensor, action=action))
+    effect = write_effect(run, target, node, "mutation", tensor, action=action)
+    role = _stack_role(node)
+    run.record(replace(effect, stack=role, state=keys) if role else effect)
+
+
+def _stack_role(node: ast.AST) -> str:
+    """`s.append(v)` pushes and `s.pop()` pops the top: what a balanced stack does (balanced_stacks.py)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)) or node.keywords:
+        return ""
+    if node.func.attr == "append" and len(node.args) == 1:
+        return "push"
+    if node.func.attr == "pop" and not node.args:
+        return "pop"
+    return ""
 
 
 def overwrite(run: Writer, target: Value, node: ast.AST, action: str, value: Value) -> None:

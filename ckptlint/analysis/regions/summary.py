@@ -61,6 +61,10 @@ class Effect:
     # for communication and CKP501/CKP504: the ops it emits (`_c10d_functional.all_reduce`,
     # `aten.mm`); a selective-checkpoint policy that saves all of them keeps them from replaying
     saved_as: frozenset[str] = frozenset()
+    # for a push onto or a pop off a stack that outlives the region (`s.append(v)`, `s.pop()`):
+    # "push" or "pop", and the state it changes; a region that does both leaves it as it was
+    stack: str = ""
+    state: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def key(self) -> tuple[str, int]:

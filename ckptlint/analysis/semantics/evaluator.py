@@ -431,28 +431,6 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             return frozenset({ClassObjectType(canonical)})
         return EMPTY
 
-    def _loop_types(self, binding: Binding, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
-        iterable = binding.value
-        if iterable is None:
-            return EMPTY
-        return self._iterated(iterable, tuple(binding.unpack or ()), module, scope, depth)
-
-    def _iterated(self, iterable: ast.expr, unpack: tuple[int, ...], module: ModuleSymbols, scope: Scope, depth: int) -> Types:
-        """What a loop target unpacked at `unpack` gets from `iterable`: `for i, (block_fn, planes)
-        in enumerate(zip(block_fns, channels))` gives `block_fn` the elements of `block_fns`."""
-        if isinstance(iterable, ast.Call) and unpack:
-            name = module.qualified_name(iterable.func, scope)
-            if name == "builtins.enumerate" and unpack[0] == 1 and iterable.args:
-                return self._iterated(iterable.args[0], unpack[1:], module, scope, depth + 1)
-            if name == "builtins.zip" and unpack[0] < len(iterable.args) and not any(isinstance(a, ast.Starred) for a in iterable.args):
-                return self._iterated(iterable.args[unpack[0]], unpack[1:], module, scope, depth + 1)
-            if isinstance(iterable.func, ast.Attribute) and iterable.func.attr == "items" and unpack[0] == 1 and len(unpack) == 1:
-                return element_types(self.types(iterable.func.value, module, scope, depth + 1))
-        types = element_types(self.types(iterable, module, scope, depth + 1))  # `named_children()`: (name, module) pairs
-        for index in unpack:
-            types = unpacked_types(types, index)
-        return types
-
     def _parameter_types(self, binding: Binding, module: ModuleSymbols, depth: int) -> Types:
         found: set[Type] = set()
         if binding.value is not None:  # the annotation

@@ -5,7 +5,9 @@ arguments a function is being evaluated with (a mixin of `evaluator.TypeInferenc
 the wrapper wraps the Linear (`StatementIndex.reaching`). `get_norm_layer(None)` stops at
 `if norm_layer is None: return None`, and `get_attn(SqueezeExcite)` skips its
 `isinstance(attn_type, str)` table: arms a decided test does not take hold no binding and no
-return the call can see (`known_truth.dead_lines`).
+return the call can see (`known_truth.dead_lines`). A loop target binds an element of what
+it iterates: `for i, (block_fn, width) in enumerate(zip(block_fns, widths))` gives `block_fn`
+an element of `block_fns`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,14 @@ import ast
 
 from ckptlint.analysis.flow.statements import StatementIndex, straight_line_binding
 from ckptlint.analysis.semantics.known_truth import dead_lines, known_truth
-from ckptlint.analysis.semantics.protocol import TypeEvaluator
-from ckptlint.analysis.semantics.values import Type, Types, Value
+from ckptlint.analysis.semantics.protocol import EMPTY, TypeEvaluator
+from ckptlint.analysis.semantics.values import (
+    Type,
+    Types,
+    Value,
+    element_types,
+    unpacked_types,
+)
 from ckptlint.symbols import PARAM, Binding, ModuleSymbols, Scope
 
 
@@ -87,6 +95,29 @@ class ReachingBindings(TypeEvaluator):
                     return frozenset()  # `norm = resolve(norm)` with `resolve` unknown: the test is not decided
                 found.update(types)
         return frozenset(found)
+
+
+    def _loop_types(self, binding: Binding, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
+        iterable = binding.value
+        if iterable is None:
+            return EMPTY
+        return self._iterated(iterable, tuple(binding.unpack or ()), module, scope, depth)
+
+    def _iterated(self, iterable: ast.expr, unpack: tuple[int, ...], module: ModuleSymbols, scope: Scope, depth: int) -> Types:
+        """What a loop target unpacked at `unpack` gets from `iterable`: `for i, (block_fn, planes)
+        in enumerate(zip(block_fns, channels))` gives `block_fn` the elements of `block_fns`."""
+        if isinstance(iterable, ast.Call) and unpack:
+            name = module.qualified_name(iterable.func, scope)
+            if name == "builtins.enumerate" and unpack[0] == 1 and iterable.args:
+                return self._iterated(iterable.args[0], unpack[1:], module, scope, depth + 1)
+            if name == "builtins.zip" and unpack[0] < len(iterable.args) and not any(isinstance(a, ast.Starred) for a in iterable.args):
+                return self._iterated(iterable.args[unpack[0]], unpack[1:], module, scope, depth + 1)
+            if isinstance(iterable.func, ast.Attribute) and iterable.func.attr == "items" and unpack[0] == 1 and len(unpack) == 1:
+                return element_types(self.types(iterable.func.value, module, scope, depth + 1))
+        types = element_types(self.types(iterable, module, scope, depth + 1))  # `named_children()`: (name, module) pairs
+        for index in unpack:
+            types = unpacked_types(types, index)
+        return types
 
 
 def within(line: int, ranges: list[tuple[int, int]]) -> bool:
