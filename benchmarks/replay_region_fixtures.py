@@ -145,6 +145,12 @@ def balanced_stack(kind):
     return lambda: model(x(2, 8))
 
 @case
+def module_walk_flag(kind):
+    m = load(cases(kind) + "module_walk_flag.py")
+    model = m.Model()
+    return lambda: model(x(2, 4, 12))
+
+@case
 def config_helper_field(kind):
     m = load(cases(kind) + "config_helper_field.py")
     model = m.Net(m.CONFIGS["large"])

@@ -313,6 +313,8 @@ class Mutability:
         for cls in self.classes.mro(info):
             for attribute, where in _own_mutable_attributes(cls).items():
                 found.setdefault(attribute, where)
+            for attribute, where in walked_attributes(cls.module).items():
+                found.setdefault(attribute, where)
         self._attributes[id(info.scope)] = found
         return found
 
@@ -357,6 +359,83 @@ def _own_mutable_attributes(cls: ClassInfo) -> dict[str, str]:
                 found[attribute] = f"written by {how} in {cls.name}.{name} (line {node.lineno})"  # type: ignore[attr-defined]  # writes are statements or expressions, which have positions
     cls.node._ckptlint_mutable = found  # type: ignore[attr-defined]  # a memo kept on the node, freed with its tree
     return found
+
+
+MODULE_WALKS = frozenset({"modules", "named_modules", "children", "named_children"})
+
+
+def walked_attributes(module: ModuleSymbols) -> dict[str, str]:
+    """Attributes a function of `module` writes on the submodules a walk reaches, by name:
+    `for m in self.modules(): if hasattr(m, "is_first_chunk"): m.is_first_chunk = flag`
+    (diffusers' VidTok flips its causal convolutions' chunk flag between chunks that way).
+    Any class of the module that holds such an attribute may see it change between a
+    forward and its replay when the writer runs between forwards: it is a forward, or it is
+    called inside a loop with a value that may change (`for idx, chunk in ...:
+    self._set_first_chunk(idx == 0)`). A writer called once before the forwards, or given the
+    same constant each time (VidTok's `_set_cache_offset([self.decoder], 1)`), configures."""
+    cached: dict[str, str] | None = getattr(module.tree, "_ckptlint_walked", None)
+    if cached is not None:
+        return cached
+    found: dict[str, str] = {}
+    in_loops = _called_in_loops(module)
+    for function, _ in module.functions:
+        scope = module.scope_of[id(function)]
+        name = getattr(function, "name", "")
+        forward = _is_forward_like(name)
+        if name not in in_loops and not forward:
+            continue
+        for loop in walk(function):
+            if not isinstance(loop, (ast.For, ast.AsyncFor)) or not _walks_modules(loop.iter):
+                continue
+            targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
+            for statement in loop.body:
+                for node in walk(statement):
+                    if isinstance(node, (ast.Assign, ast.AugAssign)):
+                        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in targets):
+                                continue
+                            if not forward and _always_a_constant(node.value, function, in_loops.get(name, [])):
+                                continue
+                            found.setdefault(target.attr, f"written on every module a walk reaches in {scope.qualname} (line {node.lineno})")
+    module.tree._ckptlint_walked = found  # type: ignore[attr-defined]  # a memo kept on the tree, freed with it
+    return found
+
+
+def _called_in_loops(module: ModuleSymbols) -> dict[str, list[ast.Call]]:
+    """The calls `module` makes inside a loop body, by the name called (`self.f(...)`, `f(...)`)."""
+    found: dict[str, list[ast.Call]] = {}
+    for loop in walk(module.tree):
+        if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+            for statement in loop.body:
+                for node in walk(statement):
+                    if isinstance(node, ast.Call):
+                        func = node.func
+                        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+                        found.setdefault(name, []).append(node)
+    return found
+
+
+def _always_a_constant(value: ast.expr | None, function: ast.AST, calls: list[ast.Call]) -> bool:
+    """The written value is a constant, or a parameter every one of those calls passes a constant."""
+    if isinstance(value, ast.Constant):
+        return True
+    if not isinstance(value, ast.Name) or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    parameters = [a.arg for a in positional_parameters(function.args)]
+    if value.id not in parameters:
+        return False
+    position = parameters.index(value.id) - (1 if parameters and parameters[0] in ("self", "cls") else 0)
+    for call in calls:
+        keyword = next((k.value for k in call.keywords if k.arg == value.id), None)
+        passed = keyword if keyword is not None else call.args[position] if 0 <= position < len(call.args) else None
+        if passed is not None and not isinstance(passed, ast.Constant):
+            return False
+    return bool(calls)
+
+
+def _walks_modules(iterable: ast.expr) -> bool:
+    """`self.modules()`, `parent.named_modules()`, `module.children()`."""
+    return isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and iterable.func.attr in MODULE_WALKS
 
 
 def _own_tensor_attributes(cls: ClassInfo) -> frozenset[str]:
