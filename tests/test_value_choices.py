@@ -91,3 +91,10 @@ def test_a_key_split_from_a_literal_selects_its_part() -> None:
     assert lint_source(SPLIT_KEY.format(argument="")) == []
     [finding] = lint_source(SPLIT_KEY.format(argument='"batch_norm-relu"'))
     assert (finding.code, finding.line, finding.column) == ("CKP204", 14, 16) and "built by" not in finding.message
+
+
+def test_a_split_with_keywords_is_not_known() -> None:
+    """`split('-', maxsplit=1)` keeps 'b-c' whole: with the count given by keyword the parts are
+    not guessed (every entry is assumed, as for any unknown key)."""
+    [finding] = lint_source(SPLIT_KEY.format(argument='"batch_norm-relu"').replace('.split("-")', '.split("-", maxsplit=1)'))
+    assert "built by" in finding.message
