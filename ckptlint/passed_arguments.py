@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import ast
 
-from ckptlint.symbols import CLASS, CLASSDEF, DEF, ModuleSymbols, Scope, positional_parameters
+from ckptlint.symbols import (
+    CLASS,
+    CLASSDEF,
+    DEF,
+    ModuleSymbols,
+    Scope,
+    positional_parameters,
+)
 
 
 def passed_arguments(module: ModuleSymbols, scope: Scope, name: str) -> list[tuple[ast.expr, Scope]]:
@@ -35,6 +42,26 @@ def passed_arguments(module: ModuleSymbols, scope: Scope, name: str) -> list[tup
             argument = call.args[position]
         if argument is not None:
             found.append((argument, call_scope))
+    return found
+
+
+def keyword_arguments(module: ModuleSymbols, scope: Scope, keyword: str) -> list[tuple[ast.expr, Scope]] | None:
+    """What the module's calls of the function `scope` pass by `keyword` into its `**kwargs`
+    (`_radio_vit_cfg(embed_dim=1024, ...)` for `def _radio_vit_cfg(**kwargs)`); None when a
+    call passes `**something`, which may hold it."""
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    owner = scope.parent if scope.parent is not None and scope.parent.kind == CLASS else None
+    found: list[tuple[ast.expr, Scope]] = []
+    for call, call_scope in module.calls:
+        if not _calls(call, call_scope, module, node, owner):
+            continue
+        given = next((k.value for k in call.keywords if k.arg == keyword), None)
+        if given is not None:
+            found.append((given, call_scope))
+        elif any(k.arg is None for k in call.keywords):
+            return None
     return found
 
 

@@ -6,8 +6,11 @@ norm in the table is assumed, which the real-model corpus showed is wrong for th
 (docs/accuracy.md). A field with no `__init__` of its own in the class holds its class-level
 default or what the module's constructor calls pass by keyword; when each of those is a
 string or None, the field's value is known: a string is that key, None is never a key
-(`registries.NO_KEY`). Any other value (a variable, a positional argument) leaves the field
-unknown, as before.
+(`registries.NO_KEY`). A helper's parameter passed to the field (`_nfnet_cfg(attn_layer='se')`)
+gives its default and the constants the module's calls pass; a helper's own `**kwargs`
+(`def _radio_vit_cfg(**kwargs): return NaFlexVitCfg(..., **kwargs)`) gives what the module's
+calls of the helper pass by the field's name. Any other value (a variable, a positional
+argument, a `**` the module's calls fill from elsewhere) leaves the field unknown.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ import ast
 from typing import Callable
 
 from ckptlint.analysis.semantics.registries import NO_KEY
-from ckptlint.analysis.semantics.values import LiteralType, Types
+from ckptlint.analysis.semantics.values import LiteralType, Type, Types
 from ckptlint.classes import ClassInfo
-from ckptlint.passed_arguments import passed_arguments
+from ckptlint.passed_arguments import keyword_arguments, passed_arguments
 from ckptlint.symbols import PARAM, ModuleSymbols, Scope, parameter_default
 
 EMPTY: Types = frozenset()
@@ -51,9 +54,14 @@ def field_keys(
     for call, scope in module.calls:
         if not isinstance(call.func, (ast.Name, ast.Attribute)) or called_name(call.func, module, scope) != info.qualified_name:
             continue
-        if call.args or any(k.arg is None for k in call.keywords):
-            return EMPTY  # passed positionally or through **kwargs: not known
+        if call.args:
+            return EMPTY  # passed positionally: not known
         for keyword in call.keywords:
+            if keyword.arg is None:  # `NaFlexVitCfg(..., **kwargs)`: what the helper's callers put in it
+                forwarded = _forwarded_keys(module, scope, keyword.value, attribute)
+                if forwarded is None:
+                    return EMPTY
+                keys.update(forwarded)
             if keyword.arg == attribute:
                 passed = constant_key(keyword.value)
                 if passed is None and isinstance(keyword.value, ast.Name):
@@ -61,6 +69,29 @@ def field_keys(
                 if passed is None:
                     return EMPTY
                 keys.update(passed)
+    return frozenset(keys)
+
+
+def _forwarded_keys(module: ModuleSymbols, scope: Scope, unpacked: ast.expr, attribute: str) -> Types | None:
+    """The keys a helper's `**kwargs` forwards to the field: the constants the module's calls
+    of the helper pass by that keyword; None when `unpacked` is not the helper's own `**kwargs`,
+    or a call passes a variable or `**something` there."""
+    function = scope.node
+    if not (isinstance(unpacked, ast.Name) and isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        return None
+    if function.args.kwarg is None or function.args.kwarg.arg != unpacked.id:
+        return None
+    if any(isinstance(n, ast.Name) and n.id == unpacked.id and isinstance(n.ctx, ast.Store) for n in ast.walk(function)):
+        return None  # rebound before it is forwarded
+    passed = keyword_arguments(module, scope, attribute)
+    if passed is None:
+        return None
+    keys: set[Type] = set()
+    for argument, _ in passed:
+        key = constant_key(argument)
+        if key is None:
+            return None
+        keys.update(key)
     return frozenset(keys)
 
 
