@@ -377,28 +377,30 @@ def walked_attributes(module: ModuleSymbols) -> dict[str, str]:
     if cached is not None:
         return cached
     found: dict[str, str] = {}
-    in_loops = _called_in_loops(module)
-    for function, _ in module.functions:
-        scope = module.scope_of[id(function)]
+    walks = [(f, loop) for f, _ in module.functions for loop in walk(f) if isinstance(loop, (ast.For, ast.AsyncFor)) and _walks_modules(loop.iter)]
+    in_loops = _called_in_loops(module) if walks else {}
+    for function, loop in walks:
         name = getattr(function, "name", "")
         forward = _is_forward_like(name)
         if name not in in_loops and not forward:
             continue
-        for loop in walk(function):
-            if not isinstance(loop, (ast.For, ast.AsyncFor)) or not _walks_modules(loop.iter):
-                continue
-            targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
-            for statement in loop.body:
-                for node in walk(statement):
-                    if isinstance(node, (ast.Assign, ast.AugAssign)):
-                        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in targets):
-                                continue
-                            if not forward and _always_a_constant(node.value, function, in_loops.get(name, [])):
-                                continue
-                            found.setdefault(target.attr, f"written on every module a walk reaches in {scope.qualname} (line {node.lineno})")
+        for node, attribute in _writes_on_walked(loop):
+            if forward or not _always_a_constant(node.value, function, in_loops[name]):
+                where = module.scope_of[id(function)].qualname
+                found.setdefault(attribute, f"written on every module a walk reaches in {where} (line {node.lineno})")
     module.tree._ckptlint_walked = found  # type: ignore[attr-defined]  # a memo kept on the tree, freed with it
     return found
+
+
+def _writes_on_walked(loop: ast.For | ast.AsyncFor) -> Iterator[tuple[ast.Assign | ast.AugAssign, str]]:
+    """(the statement, the attribute) for each `m.attr = v` / `m.attr += v` on the loop's target."""
+    targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
+    for statement in loop.body:
+        for node in walk(statement):
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in targets:
+                        yield node, target.attr
 
 
 def _called_in_loops(module: ModuleSymbols) -> dict[str, list[ast.Call]]:
