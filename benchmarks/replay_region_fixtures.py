@@ -101,10 +101,11 @@ def partial_region(kind):
     return lambda: m.run(x(2, 4), stats)
 
 
-def simple(name, shape, cls="Model"):
+def simple(name, shape, cls="Model", make=None):
+    """A case that builds the fixture's `cls()` (or `make(module)`) and feeds it `x(*shape)`."""
     def build(kind):
         m = load(cases(kind) + name + ".py")
-        model = getattr(m, cls)()
+        model = make(m) if make is not None else getattr(m, cls)()
         model.train()
         return lambda: model(x(*shape))
     build.__name__ = name
@@ -126,35 +127,11 @@ def rotary_longer(kind):
     return lambda: model(x(2, next(lengths), 8))
 CASES["rotary_longer"] = rotary_longer
 
-@case
-def builder_value_cases(kind):
-    m = load(cases(kind) + "builder_value_cases.py")
-    model = m.Net(wide=True)
-    return lambda: model(x(2, 8))
-
-@case
-def stage_tuples_add_module(kind):
-    m = load(cases(kind) + "stage_tuples_add_module.py")
-    model = m.Net(m.BasicBlock)
-    return lambda: model(x(2, 8, 4, 4))
-
-@case
-def balanced_stack(kind):
-    m = load(cases(kind) + "balanced_stack.py")
-    model = m.Net()
-    return lambda: model(x(2, 8))
-
-@case
-def module_walk_flag(kind):
-    m = load(cases(kind) + "module_walk_flag.py")
-    model = m.Model()
-    return lambda: model(x(2, 4, 12))
-
-@case
-def config_helper_field(kind):
-    m = load(cases(kind) + "config_helper_field.py")
-    model = m.Net(m.CONFIGS["large"])
-    return lambda: model(x(2, 16))
+simple("builder_value_cases", (2, 8), make=lambda m: m.Net(wide=True))
+simple("stage_tuples_add_module", (2, 8, 4, 4), make=lambda m: m.Net(m.BasicBlock))
+simple("balanced_stack", (2, 8), cls="Net")
+simple("module_walk_flag", (2, 4, 12))
+simple("config_helper_field", (2, 16), make=lambda m: m.Net(m.CONFIGS["large"]))
 
 if __name__ == "__main__":
     kinds = sys.argv[1].split(",")

@@ -9,6 +9,7 @@ Call recognition (calls.py) and region resolution (analysis/semantics/call_sites
 from __future__ import annotations
 
 import ast
+from typing import Iterator
 
 from ckptlint.symbols import (
     CLASS,
@@ -23,23 +24,10 @@ from ckptlint.symbols import (
 def passed_arguments(module: ModuleSymbols, scope: Scope, name: str) -> list[tuple[ast.expr, Scope]]:
     """(argument, scope of the call) for each call in `module` of the function `scope` that
     passes parameter `name`; a class's `__init__` is called by calling the class."""
-    node = scope.node
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return []
-    params = [a.arg for a in positional_parameters(node.args)]
-    owner = scope.parent if scope.parent is not None and scope.parent.kind == CLASS else None
-    if owner is not None and not _is_static(node):
-        params = params[1:]
-    position = params.index(name) if name in params else None
+    position = parameter_position(scope, name)
     found: list[tuple[ast.expr, Scope]] = []
-    for call, call_scope in module.calls:
-        if not _calls(call, call_scope, module, node, owner):
-            continue
-        argument = next((k.value for k in call.keywords if k.arg == name), None)
-        if argument is None and position is not None and position < len(call.args):
-            if any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
-                continue
-            argument = call.args[position]
+    for call, call_scope in calls_of(module, scope):
+        argument = passed_argument(call, name, position)
         if argument is not None:
             found.append((argument, call_scope))
     return found
@@ -49,20 +37,49 @@ def keyword_arguments(module: ModuleSymbols, scope: Scope, keyword: str) -> list
     """What the module's calls of the function `scope` pass by `keyword` into its `**kwargs`
     (`_radio_vit_cfg(embed_dim=1024, ...)` for `def _radio_vit_cfg(**kwargs)`); None when a
     call passes `**something`, which may hold it."""
-    node = scope.node
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
-    owner = scope.parent if scope.parent is not None and scope.parent.kind == CLASS else None
     found: list[tuple[ast.expr, Scope]] = []
-    for call, call_scope in module.calls:
-        if not _calls(call, call_scope, module, node, owner):
-            continue
+    for call, call_scope in calls_of(module, scope):
         given = next((k.value for k in call.keywords if k.arg == keyword), None)
         if given is not None:
             found.append((given, call_scope))
         elif any(k.arg is None for k in call.keywords):
             return None
     return found
+
+
+def calls_of(module: ModuleSymbols, scope: Scope) -> Iterator[tuple[ast.Call, Scope]]:
+    """The calls in `module` of the function `scope`, each with the scope it is made in."""
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return
+    owner = scope.parent if scope.parent is not None and scope.parent.kind == CLASS else None
+    for call, call_scope in module.calls:
+        if _calls(call, call_scope, module, node, owner):
+            yield call, call_scope
+
+
+def parameter_position(scope: Scope, name: str) -> int | None:
+    """Where a call passes parameter `name` of the function `scope` positionally (a method's
+    receiver left out); None when it is not a positional parameter."""
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    params = [a.arg for a in positional_parameters(node.args)]
+    owner = scope.parent if scope.parent is not None and scope.parent.kind == CLASS else None
+    if owner is not None and not _is_static(node):
+        params = params[1:]
+    return params.index(name) if name in params else None
+
+
+def passed_argument(call: ast.Call, name: str, position: int | None) -> ast.expr | None:
+    """What `call` passes for parameter `name` (at `position`); None when not known (a starred
+    argument or `**kwargs` may carry it, or the default is used)."""
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    if position is not None and position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+        return call.args[position]
+    return None
 
 
 def _calls(call: ast.Call, scope: Scope, module: ModuleSymbols, function: ast.FunctionDef | ast.AsyncFunctionDef, owner: Scope | None) -> bool:

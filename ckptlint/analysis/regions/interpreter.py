@@ -36,9 +36,10 @@ from ckptlint.analysis.regions.mutability import (
     dotted_path,
 )
 from ckptlint.analysis.regions.replay_writes import (
+    WRITE_KINDS,
     WriteTracker,
     body_rebinds,
-    drop_guarded_writes,
+    drop_effects,
     input_tensor,
     state_keys,
 )
@@ -335,20 +336,23 @@ class FunctionInterpreter(CallDispatch):
         bound_before = [name for name in self.env if "." not in name]
         self.branches(node.body, node.orelse, conditions=argument_guard(node.test, self.maybe_none_parameters()))
         if CHECKPOINT_PHASE in test.volatile:  # `if is_recomputing(): saved.pop(0)`: each arm runs in one pass only
-            for effect in self.effects[mark.effects :]:
-                self._seen.discard(effect.key)
-            del self.effects[mark.effects :]
+            self._drop_effects(mark.effects, writes_only=False)
             return
         if not node.orelse and tested and self.tracker.closes(tested, mark) and not body_rebinds(node.body, bound_before):
             # `if self.pad is None: self.pad = ...; self.pad_size = n`: the forward sets it once, the replay skips it
-            for effect in drop_guarded_writes(self.effects, mark.effects):
-                self._seen.discard(effect.key)
+            self._drop_effects(mark.effects, writes_only=True)
             self.tracker.excuse_guarded(tested, mark)
             return
         if only_chooses_checkpointing(node):  # `if torch.is_grad_enabled(): ckpt(block, x) else: block(x)`
             test = replace(test, volatile=test.volatile - {GRAD_MODE})
         if not _is_memo_check(node):
             self.branch(node.test, test)
+
+    def _drop_effects(self, start: int, writes_only: bool) -> None:
+        """Forget the effects recorded since `start` (only the writes, with `writes_only`): the
+        replay does not repeat them."""
+        for effect in drop_effects(self.effects, start, WRITE_KINDS if writes_only else None):
+            self._seen.discard(effect.key)
 
     def maybe_none_parameters(self) -> set[str]:
         """The parameters defaulting to None that may hold None here (not known to be given a value)."""

@@ -14,6 +14,7 @@ from typing import Iterator
 
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.passed_arguments import calls_of, parameter_position, passed_argument
 from ckptlint.symbols import (
     ASSIGN,
     MODULE,
@@ -378,16 +379,16 @@ def walked_attributes(module: ModuleSymbols) -> dict[str, str]:
         return cached
     found: dict[str, str] = {}
     walks = [(f, loop) for f, _ in module.functions for loop in walk(f) if isinstance(loop, (ast.For, ast.AsyncFor)) and _walks_modules(loop.iter)]
-    in_loops = _called_in_loops(module) if walks else {}
+    looped = _calls_in_loops(module) if walks else frozenset()
     for function, loop in walks:
-        name = getattr(function, "name", "")
-        forward = _is_forward_like(name)
-        if name not in in_loops and not forward:
+        scope = module.scope_of[id(function)]
+        forward = _is_forward_like(getattr(function, "name", ""))
+        calls = [call for call, _ in calls_of(module, scope) if id(call) in looped]
+        if not calls and not forward:
             continue
         for node, attribute in _writes_on_walked(loop):
-            if forward or not _always_a_constant(node.value, function, in_loops[name]):
-                where = module.scope_of[id(function)].qualname
-                found.setdefault(attribute, f"written on every module a walk reaches in {where} (line {node.lineno})")
+            if forward or not _always_a_constant(node.value, scope, calls):
+                found.setdefault(attribute, f"written on every module a walk reaches in {scope.qualname} (line {node.lineno})")
     module.tree._ckptlint_walked = found  # type: ignore[attr-defined]  # a memo kept on the tree, freed with it
     return found
 
@@ -403,36 +404,29 @@ def _writes_on_walked(loop: ast.For | ast.AsyncFor) -> Iterator[tuple[ast.Assign
                         yield node, target.attr
 
 
-def _called_in_loops(module: ModuleSymbols) -> dict[str, list[ast.Call]]:
-    """The calls `module` makes inside a loop body, by the name called (`self.f(...)`, `f(...)`)."""
-    found: dict[str, list[ast.Call]] = {}
-    for loop in walk(module.tree):
-        if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
-            for statement in loop.body:
-                for node in walk(statement):
-                    if isinstance(node, ast.Call):
-                        func = node.func
-                        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-                        found.setdefault(name, []).append(node)
-    return found
+def _calls_in_loops(module: ModuleSymbols) -> frozenset[int]:
+    """The calls `module` makes inside a loop body (by node id)."""
+    return frozenset(
+        id(node)
+        for loop in walk(module.tree)
+        if isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
+        for statement in loop.body
+        for node in walk(statement)
+        if isinstance(node, ast.Call)
+    )
 
 
-def _always_a_constant(value: ast.expr | None, function: ast.AST, calls: list[ast.Call]) -> bool:
-    """The written value is a constant, or a parameter every one of those calls passes a constant."""
+def _always_a_constant(value: ast.expr | None, scope: Scope, calls: list[ast.Call]) -> bool:
+    """The written value is a constant, or a parameter each of `calls` passes a constant."""
     if isinstance(value, ast.Constant):
         return True
-    if not isinstance(value, ast.Name) or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    if not isinstance(value, ast.Name):
         return False
-    parameters = [a.arg for a in positional_parameters(function.args)]
-    if value.id not in parameters:
+    position = parameter_position(scope, value.id)
+    if position is None:
         return False
-    position = parameters.index(value.id) - (1 if parameters and parameters[0] in ("self", "cls") else 0)
-    for call in calls:
-        keyword = next((k.value for k in call.keywords if k.arg == value.id), None)
-        passed = keyword if keyword is not None else call.args[position] if 0 <= position < len(call.args) else None
-        if passed is not None and not isinstance(passed, ast.Constant):
-            return False
-    return bool(calls)
+    passed = [passed_argument(call, value.id, position) for call in calls]
+    return all(argument is None or isinstance(argument, ast.Constant) for argument in passed)  # None: the default
 
 
 def _walks_modules(iterable: ast.expr) -> bool:

@@ -215,10 +215,10 @@ class WriteTracker:
             self.settled.add(key)
 
 
-def drop_guarded_writes(effects: list[Effect], start: int) -> list[Effect]:
-    """The write effects recorded since `start` (a closing guard's body): removed from `effects`."""
-    dropped = [effect for effect in effects[start:] if effect.kind in WRITE_KINDS]
-    effects[start:] = [effect for effect in effects[start:] if effect.kind not in WRITE_KINDS]
+def drop_effects(effects: list[Effect], start: int, kinds: frozenset[str] | None = None) -> list[Effect]:
+    """The effects recorded since `start` (of `kinds`, or all): removed from `effects`, returned."""
+    dropped = [effect for effect in effects[start:] if kinds is None or effect.kind in kinds]
+    effects[start:] = [effect for effect in effects[start:] if kinds is not None and effect.kind not in kinds]
     return dropped
 
 

@@ -58,18 +58,28 @@ def field_keys(
             return EMPTY  # passed positionally: not known
         for keyword in call.keywords:
             if keyword.arg is None:  # `NaFlexVitCfg(..., **kwargs)`: what the helper's callers put in it
-                forwarded = _forwarded_keys(module, scope, keyword.value, attribute)
-                if forwarded is None:
-                    return EMPTY
-                keys.update(forwarded)
-            if keyword.arg == attribute:
+                passed = _forwarded_keys(module, scope, keyword.value, attribute)
+            elif keyword.arg == attribute:
                 passed = constant_key(keyword.value)
                 if passed is None and isinstance(keyword.value, ast.Name):
                     passed = _parameter_keys(module, scope, keyword.value)
-                if passed is None:
-                    return EMPTY
-                keys.update(passed)
+            else:
+                continue
+            if passed is None:
+                return EMPTY
+            keys.update(passed)
     return frozenset(keys)
+
+
+def _constant_keys(arguments: list[tuple[ast.expr, Scope]]) -> set[Type] | None:
+    """The keys of arguments that are all string constants or None; None when one is not."""
+    keys: set[Type] = set()
+    for argument, _ in arguments:
+        key = constant_key(argument)
+        if key is None:
+            return None
+        keys.update(key)
+    return keys
 
 
 def _forwarded_keys(module: ModuleSymbols, scope: Scope, unpacked: ast.expr, attribute: str) -> Types | None:
@@ -84,15 +94,8 @@ def _forwarded_keys(module: ModuleSymbols, scope: Scope, unpacked: ast.expr, att
     if any(isinstance(n, ast.Name) and n.id == unpacked.id and isinstance(n.ctx, ast.Store) for n in ast.walk(function)):
         return None  # rebound before it is forwarded
     passed = keyword_arguments(module, scope, attribute)
-    if passed is None:
-        return None
-    keys: set[Type] = set()
-    for argument, _ in passed:
-        key = constant_key(argument)
-        if key is None:
-            return None
-        keys.update(key)
-    return frozenset(keys)
+    keys = None if passed is None else _constant_keys(passed)
+    return None if keys is None else frozenset(keys)
 
 
 def _parameter_keys(module: ModuleSymbols, scope: Scope, name: ast.Name) -> Types | None:
@@ -104,13 +107,7 @@ def _parameter_keys(module: ModuleSymbols, scope: Scope, name: ast.Name) -> Type
     if binding is None or binding.kind != PARAM or binding.scope is not scope:
         return None
     default = parameter_default(binding)
-    keys = set(NO_KEY if default is None else constant_key(default) or ())
-    if default is not None and not keys:
-        return None
-    for argument, _ in passed_arguments(module, scope, name.id):
-        passed = constant_key(argument)
-        if passed is None:
-            return None
-        keys.update(passed)
-    return frozenset(keys)
+    own = NO_KEY if default is None else constant_key(default)
+    passed = _constant_keys(passed_arguments(module, scope, name.id))
+    return None if own is None or passed is None else own | frozenset(passed)
 

@@ -16,6 +16,7 @@ import weakref
 from typing import Iterator
 
 from ckptlint.classes import ClassIndex, ClassInfo
+from ckptlint.passed_arguments import passed_argument
 from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, IMPORT, ModuleSymbols, Scope, positional_parameters
 
@@ -39,7 +40,7 @@ class MethodCallers:
         parameters = [a.arg for a in positional_parameters(node.args)][1:]
         position = parameters.index(name) if name in parameters else None
         for call, module, caller in self._calls_of(info, scope):
-            yield argument(call, name, position), module, caller, call.lineno
+            yield passed_argument(call, name, position), module, caller, call.lineno
 
     def _calls_of(self, info: ClassInfo, scope: Scope) -> list[tuple[ast.Call, ModuleSymbols, Scope]]:
         """The calls of the method `scope` of `info` that `arguments` reads, once per method:
@@ -204,14 +205,3 @@ def receiver(scope: Scope) -> str | None:
     while current is not None and current.enclosing_class is None:
         current = current.parent
     return current.first_parameter() if current is not None else None
-
-
-def argument(call: ast.Call, name: str, position: int | None) -> ast.expr | None:
-    """What `call` passes for parameter `name` (at `position`); None when not known (a starred
-    argument or `**kwargs` may carry it, or the default is used)."""
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    if position is not None and position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
-        return call.args[position]
-    return None

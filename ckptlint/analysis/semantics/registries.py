@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import replace
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics.values import (
@@ -126,12 +126,12 @@ def string_method(types: Types, method: str) -> Types:
     return frozenset(LiteralType(transform(t.value)) for t in types if isinstance(t, LiteralType))
 
 
-def string_method_call(types: Types, method: str, arguments: list[ast.expr]) -> Types | None:
+def string_method_call(types: Types, method: str, arguments: list[ast.expr], keywords: Sequence[ast.keyword] = ()) -> Types | None:
     """`name.lower()`, `name.replace('_', '')` on literal keys; NO_KEY on a class, a function,
     None or a bool, which are never strings; None when the value may be a string no literal gives."""
     if any(isinstance(t, LiteralType) for t in types):
         if method in SPLIT_METHODS:
-            return _split(types, method, arguments)
+            return None if keywords else _split(types, method, arguments)  # `split('-', maxsplit=1)`: not guessed
         if method != "replace":
             return string_method(types, method)
         old_new = [a.value for a in arguments if isinstance(a, ast.Constant) and isinstance(a.value, str)]

@@ -94,9 +94,7 @@ class ZooChoices(TypeEvaluator):
             return None
         base = self.types(func.value, module, scope, depth + 1)
         if method in registries.STRING_METHODS:
-            if call.keywords and method in registries.SPLIT_METHODS:
-                return None  # `split('-', maxsplit=1)`: the parts depend on the count
-            return registries.string_method_call(base, method, call.args)
+            return registries.string_method_call(base, method, call.args, call.keywords)
         if base == registries.NONE_ONLY and method != "copy":
             return registries.NO_KEY  # `cfg.get('type')` on a config left None: that code does not run
         if not any(isinstance(t, KeyedType) for t in base):
