@@ -35,10 +35,17 @@ class BoundKeyword:
 
     node: ast.keyword
     module: ModuleSymbols
+    literal: ast.Constant | None = None  # the constant a name passed here always holds
 
     @property
     def value(self) -> ast.expr:
         return self.node.value
+
+    @property
+    def constant(self) -> ast.Constant | None:
+        """The value as a literal, when it is one or a name bound only to one."""
+        value = self.node.value
+        return value if isinstance(value, ast.Constant) else self.literal
 
 
 @dataclass(eq=False)
@@ -49,17 +56,24 @@ class BoundArguments:
     keywords: dict[str, BoundKeyword] = field(default_factory=dict)
     unknown_from: int | None = None  # a `*args` makes positions from here on unknown
     star_keywords: bool = False  # a `**kwargs` may carry any keyword
+    literals: dict[int, ast.Constant] = field(default_factory=dict)  # positions whose name holds one constant
 
-    def add_call(self, call: ast.Call, module: ModuleSymbols, skip: int = 0) -> None:
+    def add_call(self, call: ast.Call, module: ModuleSymbols, skip: int = 0, scope: Scope | None = None) -> None:
+        """Add what `call` passes; with the `scope` it is made in, a name bound only to a
+        constant passes that constant (`preserve_rng_state=flag` after `flag = False`)."""
         for argument in call.args[skip:]:
             if isinstance(argument, ast.Starred):
                 if self.unknown_from is None:
                     self.unknown_from = len(self.positional)
                 continue
+            literal = module.constant(argument, scope) if scope is not None and isinstance(argument, ast.Name) else None
+            if literal is not None:
+                self.literals[len(self.positional)] = literal
             self.positional.append(argument)
         for keyword in call.keywords:
             if keyword.arg is not None:
-                self.keywords[keyword.arg] = BoundKeyword(keyword, module)
+                literal = module.constant(keyword.value, scope) if scope is not None and isinstance(keyword.value, ast.Name) else None
+                self.keywords[keyword.arg] = BoundKeyword(keyword, module, literal)
             elif isinstance(keyword.value, ast.Dict) and all(
                 isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keyword.value.keys
             ):
@@ -78,6 +92,15 @@ class BoundArguments:
             if self.unknown_from is None or position < self.unknown_from:
                 return self.positional[position]
         return None
+
+    def constant(self, position: int | None, keyword: str | None) -> ast.Constant | None:
+        """The argument as a literal (what `get` finds, or the constant its name holds)."""
+        if keyword is not None and keyword in self.keywords:
+            return self.keywords[keyword].constant
+        value = self.get(position, keyword)
+        if isinstance(value, ast.Constant):
+            return value
+        return None if position is None or value is None else self.literals.get(position)
 
     def may_carry(self, position: int | None, keyword: str) -> bool:
         """Could an argument we cannot see (`*args`, `**kwargs`) supply this parameter?"""
@@ -326,7 +349,7 @@ class CallFinder:
         arguments = BoundArguments()
         for partial, partial_module in target.partials:
             arguments.add_call(partial, partial_module, skip=1)
-        arguments.add_call(call, module)
+        arguments.add_call(call, module, scope=scope)
         api = target.api
         region: ast.AST | None = arguments.get(api.region_argument, api.region_keyword)
         if region is None and api.region_kind == CALLABLE and not arguments.positional and arguments.unknown_from is None:

@@ -68,6 +68,7 @@ class CheckpointAPI:
     use_reentrant_position: int | None = None  # positional index of use_reentrant, if any
     use_reentrant_default: bool | None = None  # for LIBRARY_DEFAULT
     takes_preserve_rng_state: bool = False
+    preserve_rng_state_position: int | None = None  # positional index of preserve_rng_state, if any
     preserves_rng: bool = True
     neutralises: frozenset[str] = frozenset()
     # keyword arguments the library sets to None (or False) before checkpointing a call
@@ -127,6 +128,16 @@ BUILTIN_APIS: tuple[CheckpointAPI, ...] = (
         region_keyword="function",
         takes_preserve_rng_state=True,
         summary="torch.utils.checkpoint.checkpoint(fn, *args): replays fn in backward",
+    ),
+    CheckpointAPI(
+        "torch.utils.checkpoint.CheckpointFunction.apply",
+        "torch",
+        CALLABLE,
+        REENTRANT,
+        arguments_from=2,
+        takes_preserve_rng_state=True,
+        preserve_rng_state_position=1,
+        summary="CheckpointFunction.apply(fn, preserve_rng_state, *args): torch's reentrant checkpoint, applied directly",
     ),
     CheckpointAPI(
         "torch.utils.checkpoint.checkpoint_sequential",

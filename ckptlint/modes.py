@@ -47,6 +47,8 @@ class CallArguments(Protocol):
 
     def get(self, position: int | None, keyword: str | None) -> ast.expr | None: ...
 
+    def constant(self, position: int | None, keyword: str | None) -> ast.Constant | None: ...
+
     def may_carry(self, position: int | None, keyword: str) -> bool: ...
 
 
@@ -137,10 +139,10 @@ def mode_of(
 def use_reentrant_flag(api: CheckpointAPI, arguments: CallArguments) -> str:
     """How `use_reentrant` is given: omitted, none, true, false or dynamic."""
     position = api.use_reentrant_position
-    value = arguments.get(position, "use_reentrant")
-    if value is None:
+    if arguments.get(position, "use_reentrant") is None:
         return DYNAMIC if arguments.may_carry(position, "use_reentrant") else OMITTED
-    if isinstance(value, ast.Constant):
+    value = arguments.constant(position, "use_reentrant")
+    if value is not None:
         if value.value is None:
             return NONE
         if value.value is True:

@@ -214,6 +214,19 @@ class ModuleSymbols:
         preferred = [b for b in bindings if not b.in_handler]
         return (preferred or bindings)[-1]
 
+    def constant(self, expr: ast.expr, scope: Scope) -> ast.Constant | None:
+        """The literal an expression always is: itself, or a name every binding of which
+        assigns that same literal (`flag = False` a few lines above the call that passes it)."""
+        if isinstance(expr, ast.Constant):
+            return expr
+        if not isinstance(expr, ast.Name):
+            return None
+        bindings = [b for b in self.lookup(scope, expr.id) if b.kind != ANNOTATION]
+        if not bindings or any(b.kind != ASSIGN or not isinstance(b.value, ast.Constant) for b in bindings):
+            return None
+        values = {(type(b.value.value), b.value.value) for b in bindings}  # type: ignore[union-attr]  # every value is a Constant (above)
+        return bindings[0].value if len(values) == 1 else None  # type: ignore[return-value]  # a Constant (above)
+
     def qualified_name(self, expr: ast.expr, scope: Scope, _depth: int = 0) -> str | None:
         """`torch.utils.checkpoint.checkpoint` for any spelling of it, else None."""
         attrs: list[str] = []

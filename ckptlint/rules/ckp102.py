@@ -7,7 +7,9 @@ from typing import Iterator
 
 from ckptlint.finding import Finding
 from ckptlint.analysis.regions.summary import TORCH_RANDOM, Effect
+from ckptlint.calls import CheckpointCall
 from ckptlint.rules.base import Rule, RuleContext, finding_at
+from ckptlint.symbols import ModuleSymbols
 
 
 class RngStateNotPreserved(Rule):
@@ -51,16 +53,38 @@ class RngStateNotPreserved(Rule):
 
     def check(self, context: RuleContext) -> Iterator[Finding]:
         for call in context.calls:
-            keyword = call.keyword("preserve_rng_state")
-            if keyword is None or not _is_false(keyword.value):
+            given = _false_preserve_rng_state(call)
+            if given is None:
                 continue
+            module, node, named = given
             summary = (
-                "preserve_rng_state=False: the replay does not restore torch's RNG, so dropout "
+                f"preserve_rng_state=False{named}: the replay does not restore torch's RNG, so dropout "
                 "and random torch ops draw different numbers in backward than in forward"
             )
             summary += _stochastic_note(context.region_effects(call))
-            sites = () if keyword.module is call.module and _inside(keyword.node, call.node) else (context.site(call),)
-            yield finding_at(keyword.module, keyword.node, self.code, summary, sites)
+            sites = () if module is call.module and _inside(node, call.node) else (context.site(call),)
+            yield finding_at(module, node, self.code, summary, sites)
+
+
+def _false_preserve_rng_state(call: CheckpointCall) -> tuple[ModuleSymbols, ast.AST, str] | None:
+    """Where the call passes `preserve_rng_state=False` (by keyword, or at the API's position as
+    `CheckpointFunction.apply(fn, False, *args)` does), and the name that holds it, if a name does."""
+    keyword = call.keyword("preserve_rng_state")
+    if keyword is not None:
+        literal = keyword.constant
+        if literal is None or literal.value is not False:
+            return None
+        return keyword.module, keyword.node, _named(keyword.value)
+    position = call.api.preserve_rng_state_position
+    literal = call.arguments.constant(position, None)
+    if literal is None or literal.value is not False:
+        return None
+    node = call.arguments.get(position, None)
+    return call.module, node if node is not None else call.node, _named(node)
+
+
+def _named(value: ast.expr | None) -> str:
+    return f" (`{value.id}` is False)" if isinstance(value, ast.Name) else ""
 
 
 # how the note names a stochastic torch op, by the effect's variant
@@ -77,10 +101,6 @@ def _stochastic_note(effects: list[Effect]) -> str:
         more = f" and {len(random_ops) - 1} more" if len(random_ops) > 1 else ""
         return f"; the region has stochastic torch ops ({op} at {where}{more}), so gradients change"
     return "; no stochastic torch op was found in the region, so today only speed is affected"
-
-
-def _is_false(value: ast.expr) -> bool:
-    return isinstance(value, ast.Constant) and value.value is False
 
 
 def _inside(inner: ast.AST, outer: ast.AST) -> bool:

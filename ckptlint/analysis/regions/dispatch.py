@@ -23,6 +23,7 @@ from ckptlint.analysis.regions.summary import (
     approximation_note,
     with_note,
 )
+from ckptlint.analysis.semantics.autograd_functions import APPLY, applied_forward
 from ckptlint.analysis.semantics.evaluator import is_property
 from ckptlint.analysis.semantics.module_structure import MODULE_METHODS
 from ckptlint.analysis.semantics.values import (
@@ -149,6 +150,10 @@ class CallDispatch(_Interpreter):
                     results.append(self.call_function(function, node, arguments, keywords))
             elif isinstance(item, FunctionType) and method == "__call__":
                 results.append(self.call_function(item, node, arguments, keywords))
+            elif isinstance(item, ClassObjectType) and method == APPLY:  # `_ReduceScatter.apply(x)`
+                forward = applied_forward(self.analysis.classes, item.name)
+                if forward is not None:
+                    results.append(self.call_function(forward, node, arguments, keywords))
         return merge(results) if results else None
 
     def super_call(self, method: str, node: ast.Call, arguments: list[Value], keywords: dict[str, Value]) -> Value:

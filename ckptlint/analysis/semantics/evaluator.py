@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 from ckptlint.analysis.flow.statements import StatementIndex
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
+from ckptlint.analysis.semantics.autograd_functions import APPLY, applied_forward
 from ckptlint.analysis.semantics.config_fields import field_keys
 from ckptlint.analysis.semantics.module_structure import ModuleStructure
 from ckptlint.analysis.semantics.modules import ModuleConstruction
@@ -491,6 +492,10 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
                 found.update(self.instance_attribute_types(base, expr.attr))
             elif isinstance(base, KeyedType):  # `cfg.type` on a config dict
                 found.update(base.get(expr.attr))
+            elif isinstance(base, ClassObjectType) and expr.attr == APPLY:  # `reduce = _Reduce.apply`
+                forward = applied_forward(self.classes, base.name)
+                if forward is not None:
+                    found.add(forward)
         if found:
             return frozenset(found)
         name = self.qualified_name(expr, module, scope)
