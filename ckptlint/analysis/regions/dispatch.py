@@ -20,6 +20,7 @@ from ckptlint.analysis.regions.protocol import Interpreter
 from ckptlint.analysis.regions.summary import (
     NONDETERMINISTIC_OP,
     Effect,
+    Summary,
     approximation_note,
     with_note,
 )
@@ -270,7 +271,17 @@ class CallDispatch(_Interpreter):
             if skip is not None and skip(effect):
                 continue
             self.record(reached_at(effect, self.module, node) if into_library else effect)
+        self._see_stored_attributes(node, summary)
         return summary.returns
+
+    def _see_stored_attributes(self, node: ast.Call, summary: Summary) -> None:
+        """`self.preprocess(routing)` assigned `self.input_splits`: reads after it in this function
+        see the value it stored (as they see this function's own assignments)."""
+        func = node.func
+        if summary.stored_attributes and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            for attribute, value in summary.stored_attributes:
+                path = f"{func.value.id}.{attribute}"
+                self.env[path] = replace(value, path=path)
 
 
 def _is_super_call(expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:

@@ -173,7 +173,16 @@ class FunctionInterpreter(CallDispatch):
             accumulated=frozenset(tracker.accumulated),
             pending=tuple(tracker.pending),
             calls=tuple(self.calls.edges.values()) if self.calls is not None else (),
+            stored_attributes=self._stored_attributes(),
         )
+
+    def _stored_attributes(self) -> tuple[tuple[str, Value], ...]:
+        """The receiver's attributes this method assigned (or a method it called on `self` did)."""
+        receiver = self.scope.first_parameter() if self.context.receiver is not None else None
+        if receiver is None:
+            return ()
+        prefix = receiver + "."
+        return tuple(sorted((key[len(prefix) :], value) for key, value in self.env.items() if key.startswith(prefix)))
 
     def bind_parameters(self) -> None:
         annotation_types = functools.partial(binding.annotation_types, self.inference, self.module, self.scope.parent or self.scope)

@@ -116,6 +116,9 @@ class Summary:
     accumulated: frozenset[StateKey] = frozenset()  # written state it added to or changed in place
     pending: tuple[PendingStore, ...] = ()  # plain stores, hazards where a caller read the state first
     calls: tuple[CallEdge, ...] = ()  # the calls it and its callees make, when coverage is asked for (coverage.py)
+    # what a method leaves in its receiver's attributes (`self.input_splits = counts.tolist()`): the
+    # caller's later reads in the same run see these values, not the attribute's outside state
+    stored_attributes: tuple[tuple[str, Value], ...] = ()
 
 
 EMPTY_SUMMARY = Summary()
