@@ -148,7 +148,7 @@ class CallDispatch(_Interpreter):
                 if found is not None and not is_property(found[1].node):  # a property's value is called: `attribute_of`
                     owner, scope = found
                     function = self.inference.function(owner.module, scope, instance)
-                    results.append(self.call_function(function, node, arguments, keywords))
+                    results.append(self.call_function(function, node, arguments, keywords, stores_into=receiver.path))
             elif isinstance(item, FunctionType) and method == "__call__":
                 results.append(self.call_function(item, node, arguments, keywords))
             elif isinstance(item, ClassObjectType) and method == APPLY:  # `_ReduceScatter.apply(x)`
@@ -239,10 +239,18 @@ class CallDispatch(_Interpreter):
         return LOCAL_VALUE
 
     def call_function(
-        self, function: FunctionType, node: ast.Call, arguments: list[Value], keywords: dict[str, Value], skip: Callable[[Effect], bool] | None = None
+        self,
+        function: FunctionType,
+        node: ast.Call,
+        arguments: list[Value],
+        keywords: dict[str, Value],
+        skip: Callable[[Effect], bool] | None = None,
+        stores_into: str = "",
     ) -> Value:
         """Run a project function: its summary's effects, chained through it; `skip` leaves out
-        those the caller has already reported in its own words."""
+        those the caller has already reported in its own words; `stores_into`: the local name of
+        the receiver of a method called on it (`self` in `self.preprocess(x)`), whose attributes
+        the method assigned."""
         module: ModuleSymbols = function.module  # type: ignore[assignment]  # project functions carry the module that defines them
         scope = module.scope_of.get(id(function.node)) if module is not None else None
         if scope is None:
@@ -271,17 +279,16 @@ class CallDispatch(_Interpreter):
             if skip is not None and skip(effect):
                 continue
             self.record(reached_at(effect, self.module, node) if into_library else effect)
-        self._see_stored_attributes(node, summary)
+        if stores_into.isidentifier():
+            self._see_stored_attributes(stores_into, summary)
         return summary.returns
 
-    def _see_stored_attributes(self, node: ast.Call, summary: Summary) -> None:
+    def _see_stored_attributes(self, receiver: str, summary: Summary) -> None:
         """`self.preprocess(routing)` assigned `self.input_splits`: reads after it in this function
         see the value it stored (as they see this function's own assignments)."""
-        func = node.func
-        if summary.stored_attributes and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-            for attribute, value in summary.stored_attributes:
-                path = f"{func.value.id}.{attribute}"
-                self.env[path] = replace(value, path=path)
+        for attribute, value in summary.stored_attributes:
+            path = f"{receiver}.{attribute}"
+            self.env[path] = replace(value, path=path)
 
 
 def _is_super_call(expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:
