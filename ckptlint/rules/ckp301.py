@@ -16,6 +16,7 @@ WHY = {
     "integer": "comes from an integer tensor (`{detail}`, {at}), which cannot require grad",
     "tokens": "holds token ids from the tokenizer (`{detail}`, {at})",
     "frozen-embedding": "is the output of `{detail}`, an embedding frozen at {at}",
+    "embedding-indices": "is what the region embeds (the indices of `{detail}`, {at}): an integer tensor, which cannot require grad",
     "buffer": "is the buffer `{detail}` (registered at {at}); buffers never require grad",
     "model-input": "is {detail} ({at})",
 }

@@ -5,6 +5,7 @@
 - `gradients.py`: can this value require grad? The evaluator of one function's expressions.
 - `grad_flow.py`: what reaches a reentrant region, and how (CKP301, CKP302).
 - `layer_calls.py`: which calls of a module run a reentrant checkpoint.
+- `embedded_inputs.py`: a region's inputs it embeds itself (token ids, CKP301).
 - `model_inputs.py`: which parameter of a library model's `forward` holds its training data.
 - `composition.py`: DDP, `autograd.grad`, `torch.func` around a checkpointed model (CKP303, CKP304).
 - `huggingface.py`: Hugging Face gradient checkpointing on frozen or PEFT models (CKP305).

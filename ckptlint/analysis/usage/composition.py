@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from ckptlint.calls import CallFinder, CheckpointCall
-from ckptlint.catalogue import LAYER_CLASS
+from ckptlint.catalogue import LAYER_CLASS, MODEL
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.analysis.usage.double_checkpointing import DoubleCheckpointing, DoubleCheckpointings
 from ckptlint.analysis.flow.statements import function_scope
@@ -100,6 +100,8 @@ class Composition:
             types = self.inference.types(model, self.module, scope)
             if find_unused is True:
                 checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
+                applied = tuple(self._applied_before(model, scope, call))
+                checkpoints, name = _unique((*checkpoints, *applied)), name or (f"`{ast.unparse(model)}`" if applied else "")
                 if checkpoints:
                     yield ModelHazard(call, "DistributedDataParallel", checkpoints, name)
             elif find_unused is False and _literal(call, "static_graph", False) is False:
@@ -109,6 +111,19 @@ class Composition:
                     if twice:
                         yield ModelHazard(call, "DistributedDataParallel", (checkpoint_call,), name, reached_twice=twice)
                         break
+
+    def _applied_before(self, model: ast.expr, scope: Scope, wrapper: ast.Call) -> Iterator[CheckpointCall]:
+        """Reentrant checkpointing applied to the same name earlier in the function:
+        `apply_activation_checkpointing(model, checkpoint_wrapper_fn=<reentrant>)` before
+        `DistributedDataParallel(model, ...)` (whatever class the name holds)."""
+        if not isinstance(model, ast.Name):
+            return
+        for call in self.calls:
+            if call.scope is not scope or call.reentrant is not True or getattr(call.node, "lineno", 0) > wrapper.lineno:
+                continue
+            target = call.arguments.get(0, "model") if call.api.region_kind == MODEL else call.region
+            if isinstance(target, ast.Name) and target.id == model.id:
+                yield call
 
     def _reached_twice(self, call: CheckpointCall) -> str:
         """How a reentrant region `self.norm` reaches its parameters more than once per step:

@@ -25,6 +25,7 @@ CREATED = "created"
 INTEGER = "integer"
 TOKENS = "tokens"
 FROZEN_EMBEDDING = "frozen-embedding"
+EMBEDDING_INDICES = "embedding-indices"  # the region hands it to an embedding as indices (embedded_inputs.py)
 BUFFER = "buffer"
 MODEL_INPUT = "model-input"  # the data an entry model is trained on (analysis/usage/model_inputs.py)
 NOT_TENSOR = "not-tensor"  # a parameter annotated or defaulted as a bool, int, float or str

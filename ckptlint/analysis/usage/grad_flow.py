@@ -45,6 +45,7 @@ from ckptlint.analysis.usage.layer_calls import (
     ReentrantCalls,
     checkpoint_inputs,
 )
+from ckptlint.analysis.usage.embedded_inputs import embedding_indices
 from ckptlint.analysis.usage.model_inputs import ModelInputs
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, LAYER_CLASS
@@ -103,14 +104,17 @@ class GradFlow:
         inputs = checkpoint_inputs(call)
         if not inputs or grad_off_at(call.scope, call.node):
             return []  # under no_grad nothing runs backward through the region
-        return self._starved(call.module, call.scope, call.node, inputs, reentrant)
+        embedded = embedding_indices(call, self.classes, self.inference, self.layer_class)
+        return self._starved(call.module, call.scope, call.node, inputs, reentrant, embedded)
 
-    def _starved(self, module: ModuleSymbols, scope: Scope, node: ast.AST, inputs: list[ast.expr], reentrant: ReentrantCalls) -> list[NoGradInput]:
+    def _starved(
+        self, module: ModuleSymbols, scope: Scope, node: ast.AST, inputs: list[ast.expr], reentrant: ReentrantCalls, embedded: dict[int, Reason] | None = None
+    ) -> list[NoGradInput]:
         line = getattr(node, "lineno", None)
-        found = all_no_grad(inputs, Evaluator(self, module, scope, line, reentrant=reentrant))
+        found = all_no_grad(inputs, Evaluator(self, module, scope, line, reentrant=reentrant), embedded)
         if found is None and in_loop(scope.node, node):
             first_pass = Evaluator(self, module, scope, line, reentrant=reentrant, first_pass=True)
-            found = all_no_grad(inputs, first_pass)
+            found = all_no_grad(inputs, first_pass, embedded)
             loop = first_pass.enclosing_loop()
             found = [replace(i, first_pass=loop) for i in found] if found is not None and loop is not None else None
         return found or []
@@ -425,6 +429,23 @@ class GradFlow:
                 return None
             names.add(name.rpartition(".")[2])
         return names.pop() if len(names) == 1 else None
+
+    def sequential_layers(self, info: ClassInfo, attribute: str) -> frozenset[str]:
+        """The torch.nn classes an `nn.Sequential(...)` stored as `self.<attribute>` is built of,
+        when it is only ever that (`nn.Sequential(nn.Linear(...), nn.Tanh())`: Linear, Tanh)."""
+        layers: set[str] = set()
+        for assignment in self.classes.attribute_assignments(info, attribute):
+            value = assignment.value
+            if assignment.augmented or not isinstance(value, ast.Call):
+                return frozenset()
+            module = info.module
+            if module.qualified_name(value.func, assignment.method) != "torch.nn.Sequential":
+                return frozenset()
+            for element in value.args:
+                name = module.qualified_name(element.func, assignment.method) if isinstance(element, ast.Call) else None
+                if name is not None and name.startswith("torch.nn."):
+                    layers.add(name.rpartition(".")[2])
+        return frozenset(layers)
 
     def frozen_line(self, info: ClassInfo, attribute: str) -> int | None:
         """The line freezing `self.<attribute>`'s parameters in the class, when nothing in it

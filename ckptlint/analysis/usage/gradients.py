@@ -331,7 +331,7 @@ class Evaluator:
         if isinstance(expr, ast.BinOp):
             return computed(self.needs_grad(expr.left, active) or self.needs_grad(expr.right, active))
         if isinstance(expr, ast.Subscript) or (isinstance(expr, ast.Attribute) and expr.attr in _PASS_THROUGH_ATTRIBUTES):
-            return self.needs_grad(expr.value, active)
+            return computed(self.needs_grad(expr.value, active))  # `table[index]`, `w.T`: a new tensor, not the leaf
         if isinstance(expr, (ast.List, ast.Tuple)):
             return next((r for r in (self.needs_grad(e, active) for e in expr.elts if not isinstance(e, ast.Starred)) if r is not None), None)
         if isinstance(expr, ast.IfExp):
@@ -359,7 +359,8 @@ class Evaluator:
             if isinstance(func.value, ast.Name) and func.value.id == self.scopereceiver():
                 info = self.flow.classes.enclosing_class(self.module, self.scope)
                 layer = self.flow.layer_class(info, func.attr) if info is not None else None
-                if layer in _TRAINABLE_LAYERS and info is not None and self.flow.frozen_line(info, func.attr) is None:
+                trainable = layer in _TRAINABLE_LAYERS or (layer == "Sequential" and info is not None and bool(self.flow.sequential_layers(info, func.attr) & _TRAINABLE_LAYERS))
+                if trainable and info is not None and self.flow.frozen_line(info, func.attr) is None:
                     return Reason(TRAINABLE_OUTPUT, f"self.{func.attr}", expr.lineno)
                 return self.flow.method_returns(self.module, self.scope, expr, self.depth, self.active, Evaluator.needs_grad)
         return None
@@ -437,12 +438,14 @@ class Evaluator:
         return name in self.flow.grad_enabled_names(self.module, self.scope)
 
 
-def all_no_grad(inputs: list[ast.expr], evaluator: Evaluator) -> list[NoGradInput] | None:
+def all_no_grad(inputs: list[ast.expr], evaluator: Evaluator, known: dict[int, Reason] | None = None) -> list[NoGradInput] | None:
+    """Why each input cannot require grad, when none can; `known`: reasons by position that
+    the region itself gives (what it embeds), for inputs the evaluator cannot judge."""
     found: list[NoGradInput] = []
-    for argument in inputs:
+    for position, argument in enumerate(inputs):
         if isinstance(argument, ast.Constant):
             continue  # not a tensor
-        reason = evaluator.no_grad(argument)
+        reason = evaluator.no_grad(argument) or (known or {}).get(position)
         if reason is None:
             return None
         if reason.kind == NOT_TENSOR:
