@@ -38,8 +38,8 @@ class ReentrantCheckpointUnderFullyShard(Rule):
         torch 2.x treats as reentrant) after `fully_shard(block)`, and a reentrant
         `apply_activation_checkpointing` whose `check_fn` selects `FSDPModule` or the class of
         modules sharded before it. `fully_shard(model)` of a model built from a project class
-        whose own code (or a registered submodule's) checkpoints reentrantly is reported at the
-        `fully_shard(...)` call, naming those checkpoint calls. Reentrant checkpointing around
+        whose own code (or a registered submodule's) checkpoints reentrantly is reported at each
+        of those checkpoint calls, naming the `fully_shard(...)` call. Reentrant checkpointing around
         a sharded module is both this and CKP403.
     """
     bad = """
@@ -93,8 +93,11 @@ class ReentrantCheckpointUnderFullyShard(Rule):
             )
             yield finding_at(context.module, call.node, self.code, summary)
         for hazard in context.composition.reentrant_sharded_models():
-            summary = (
-                f"fully_shard shards {hazard.model}, which checkpoints reentrantly: FSDP2's unshard, reshard and reduce-scatter "
-                "hooks do not run under a reentrant replay; use non-reentrant checkpointing (use_reentrant=False)"
-            )
-            yield finding_at(context.module, hazard.node, self.code, summary, {context.site(c) for c in hazard.checkpoints})
+            sharded_at = f"{context.module.source.display_path}:{hazard.node.lineno}"  # type: ignore[attr-defined]  # a fully_shard call
+            for call in hazard.checkpoints:  # reported at the checkpoint call, as the contract says, wherever it is
+                summary = (
+                    f"reentrant checkpointing ({context.reentrant_because(call)}) in {hazard.model}, which fully_shard shards "
+                    f"at {sharded_at}: FSDP2's unshard, reshard and reduce-scatter hooks do not run under a reentrant replay; "
+                    "use non-reentrant checkpointing (use_reentrant=False)"
+                )
+                yield finding_at(call.module, call.node, self.code, summary)
