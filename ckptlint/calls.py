@@ -18,12 +18,22 @@ from typing import Iterable, Iterator
 from ckptlint.catalogue import CALLABLE, LAYER_CLASS, MODEL, Catalogue, CheckpointAPI
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.modes import CallMode, call_mode, use_reentrant_flag
+from ckptlint.passed_arguments import passed_arguments
 from ckptlint.prefilter import Names, leaf
 from ckptlint.project import Project
-from ckptlint.source import SourceFile
-from ckptlint.passed_arguments import passed_arguments
 from ckptlint.sac_policy import saved_ops
-from ckptlint.symbols import ASSIGN, DEF, IMPORT, PARAM, Binding, ModuleSymbols, Scope, parameter_default, positional_parameters
+from ckptlint.source import SourceFile
+from ckptlint.symbols import (
+    ASSIGN,
+    DEF,
+    IMPORT,
+    PARAM,
+    Binding,
+    ModuleSymbols,
+    Scope,
+    parameter_default,
+    positional_parameters,
+)
 from ckptlint.versions import NO_VERSIONS, Versions
 
 PARTIAL = frozenset({"functools.partial"})

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from ckptlint.finding import Finding
 from ckptlint.analysis.regions.summary import TORCH_RANDOM, Effect
 from ckptlint.calls import CheckpointCall
+from ckptlint.finding import Finding
 from ckptlint.rules.base import Rule, RuleContext, finding_at
 from ckptlint.symbols import ModuleSymbols
 

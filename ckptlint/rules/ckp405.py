@@ -93,7 +93,7 @@ class ReentrantCheckpointUnderFullyShard(Rule):
             )
             yield finding_at(context.module, call.node, self.code, summary)
         for hazard in context.composition.reentrant_sharded_models():
-            sharded_at = f"{context.module.source.display_path}:{hazard.node.lineno}"  # type: ignore[attr-defined]  # a fully_shard call
+            sharded_at = f"{context.module.source.display_path}:{hazard.node.lineno}"
             for call in hazard.checkpoints:  # reported at the checkpoint call, as the contract says, wherever it is
                 summary = (
                     f"reentrant checkpointing ({context.reentrant_because(call)}) in {hazard.model}, which fully_shard shards "

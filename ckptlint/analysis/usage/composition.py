@@ -18,16 +18,27 @@ import weakref
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from ckptlint.analysis.flow.statements import function_scope
+from ckptlint.analysis.semantics.evaluator import TypeInference
+from ckptlint.analysis.semantics.values import ClassType, Types
+from ckptlint.analysis.usage.double_checkpointing import (
+    DoubleCheckpointing,
+    DoubleCheckpointings,
+)
+from ckptlint.analysis.usage.huggingface import EnablingHazard, HfEnablings
+from ckptlint.analysis.usage.sac_forms import (
+    ContextOf,
+    HookedSelectiveCall,
+    PacketEntry,
+    RejectedContextFn,
+    hooked_selective_calls,
+    op_packets,
+    rejected_context_fns,
+)
+from ckptlint.analysis.usage.sharding import ShardedCheckpoint, Shardings
 from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import LAYER_CLASS, MODEL
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.analysis.usage.double_checkpointing import DoubleCheckpointing, DoubleCheckpointings
-from ckptlint.analysis.flow.statements import function_scope
-from ckptlint.analysis.usage.huggingface import EnablingHazard, HfEnablings
-from ckptlint.analysis.semantics.evaluator import TypeInference
-from ckptlint.analysis.usage.sac_forms import ContextOf, HookedSelectiveCall, PacketEntry, RejectedContextFn, hooked_selective_calls, op_packets, rejected_context_fns
-from ckptlint.analysis.usage.sharding import ShardedCheckpoint, Shardings
-from ckptlint.analysis.semantics.values import ClassType, Types
 from ckptlint.symbols import ASSIGN, DEF, UNPACK, Binding, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value, own_nodes, own_statements
 

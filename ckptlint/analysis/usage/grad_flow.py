@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Iterator
 from ckptlint.analysis.flow.statements import grad_off_at, in_loop
 from ckptlint.analysis.semantics.evaluator import TypeInference
 from ckptlint.analysis.semantics.method_callers import MethodCallers, receiver
+from ckptlint.analysis.usage.embedded_inputs import embedding_indices
 from ckptlint.analysis.usage.facts import (
     CLOSURE,
     CONTAINER,
@@ -45,7 +46,6 @@ from ckptlint.analysis.usage.layer_calls import (
     ReentrantCalls,
     checkpoint_inputs,
 )
-from ckptlint.analysis.usage.embedded_inputs import embedding_indices
 from ckptlint.analysis.usage.model_inputs import ModelInputs
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import CALLABLE, LAYER_CLASS
