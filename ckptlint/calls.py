@@ -158,6 +158,23 @@ class CheckpointCall:
         context_fn = self.keyword("context_fn")
         return saved_ops(context_fn.value, context_fn.module) if context_fn is not None else frozenset()
 
+    def false_preserve_rng_state(self) -> tuple[ModuleSymbols, ast.AST, str] | None:
+        """Where the call passes `preserve_rng_state=False` (by keyword, or at the API's position
+        as `CheckpointFunction.apply(fn, False, *args)` does), and the words for the name that
+        holds it (`` (`flag` is False)``), if a name does; None when it does not."""
+        keyword = self.keyword("preserve_rng_state")
+        if keyword is not None:
+            literal = keyword.constant
+            if literal is None or literal.value is not False:
+                return None
+            return keyword.module, keyword.node, _named_false(keyword.value)
+        position = self.api.preserve_rng_state_position
+        literal = self.arguments.constant(position, None)
+        if literal is None or literal.value is not False:
+            return None
+        node = self.arguments.get(position, None)
+        return self.module, node if node is not None else self.node, _named_false(node)
+
     @property
     def use_reentrant(self) -> str:
         """How `use_reentrant` is given: omitted, none, true, false or dynamic."""
@@ -608,3 +625,7 @@ def _returned(node: ast.AST) -> list[ast.expr]:
             found.append(current.value)
         stack.extend(c for c in ast.iter_child_nodes(current) if isinstance(c, ast.stmt | ast.excepthandler | ast.match_case))
     return found
+
+
+def _named_false(value: ast.expr | None) -> str:
+    return f" (`{value.id}` is False)" if isinstance(value, ast.Name) else ""

@@ -6,10 +6,8 @@ import ast
 from typing import Iterator
 
 from ckptlint.analysis.regions.summary import TORCH_RANDOM, Effect
-from ckptlint.calls import CheckpointCall
 from ckptlint.finding import Finding
 from ckptlint.rules.base import Rule, RuleContext, finding_at
-from ckptlint.symbols import ModuleSymbols
 
 
 class RngStateNotPreserved(Rule):
@@ -53,7 +51,7 @@ class RngStateNotPreserved(Rule):
 
     def check(self, context: RuleContext) -> Iterator[Finding]:
         for call in context.calls:
-            given = _false_preserve_rng_state(call)
+            given = call.false_preserve_rng_state()
             if given is None:
                 continue
             module, node, named = given
@@ -64,27 +62,6 @@ class RngStateNotPreserved(Rule):
             summary += _stochastic_note(context.region_effects(call))
             sites = () if module is call.module and _inside(node, call.node) else (context.site(call),)
             yield finding_at(module, node, self.code, summary, sites)
-
-
-def _false_preserve_rng_state(call: CheckpointCall) -> tuple[ModuleSymbols, ast.AST, str] | None:
-    """Where the call passes `preserve_rng_state=False` (by keyword, or at the API's position as
-    `CheckpointFunction.apply(fn, False, *args)` does), and the name that holds it, if a name does."""
-    keyword = call.keyword("preserve_rng_state")
-    if keyword is not None:
-        literal = keyword.constant
-        if literal is None or literal.value is not False:
-            return None
-        return keyword.module, keyword.node, _named(keyword.value)
-    position = call.api.preserve_rng_state_position
-    literal = call.arguments.constant(position, None)
-    if literal is None or literal.value is not False:
-        return None
-    node = call.arguments.get(position, None)
-    return call.module, node if node is not None else call.node, _named(node)
-
-
-def _named(value: ast.expr | None) -> str:
-    return f" (`{value.id}` is False)" if isinstance(value, ast.Name) else ""
 
 
 # how the note names a stochastic torch op, by the effect's variant
