@@ -38,6 +38,7 @@ TORCH_WRAPPERS = frozenset(
     {
         "torch.distributed.algorithms._checkpoint.checkpoint_wrapper.checkpoint_wrapper",
         "torch.distributed.algorithms._checkpoint.checkpoint_wrapper.apply_activation_checkpointing",
+        "torch.distributed._composable.checkpoint_activation.checkpoint",  # composable `checkpoint(model)`
     }
 )
 ACCELERATORS = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})
