@@ -20,7 +20,7 @@ from typing import Iterable, Iterator
 
 from ckptlint.analysis.flow.statements import function_scope
 from ckptlint.analysis.semantics.evaluator import TypeInference
-from ckptlint.analysis.semantics.values import ClassType, Types
+from ckptlint.analysis.semantics.values import ClassType, Type, Types
 from ckptlint.analysis.usage.double_checkpointing import (
     DoubleCheckpointing,
     DoubleCheckpointings,
@@ -39,7 +39,18 @@ from ckptlint.analysis.usage.sharding import ShardedCheckpoint, Shardings
 from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import LAYER_CLASS, MODEL
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.symbols import ASSIGN, DEF, UNPACK, Binding, ModuleSymbols, Scope
+from ckptlint.passed_arguments import passed_arguments
+from ckptlint.symbols import (
+    ASSIGN,
+    DEF,
+    FUNCTION,
+    MODULE,
+    PARAM,
+    UNPACK,
+    Binding,
+    ModuleSymbols,
+    Scope,
+)
 from ckptlint.syntax import keyword_value, own_nodes, own_statements
 
 DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"})
@@ -108,7 +119,7 @@ class Composition:
             if model is None:
                 continue
             find_unused = _literal(call, "find_unused_parameters", False)
-            types = self.inference.types(model, self.module, scope)
+            types = self._model_types(model, scope)
             if find_unused is True:
                 checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
                 applied = tuple(self._applied_before(model, scope, call))
@@ -200,7 +211,7 @@ class Composition:
                 continue
             callee = call.func.value if isinstance(call.func, ast.Attribute) and call.func.attr == "forward" else call.func
             if isinstance(callee, (ast.Name, ast.Attribute)):
-                checkpoints, name = self._model_checkpoints(self.inference.types(callee, self.module, scope), reentrant_only)
+                checkpoints, name = self._model_checkpoints(self._model_types(callee, scope), reentrant_only)
                 if checkpoints:
                     found.extend(checkpoints)
                     model = model or name
@@ -247,6 +258,23 @@ class Composition:
         return (), ""
 
     # -- models -----------------------------------------------------------------------------
+
+    def _model_types(self, expr: ast.expr, scope: Scope, depth: int = 0) -> Types:
+        """What a model expression holds; for a parameter of a module-level function that nothing
+        annotates (`def train_step(model, batch)`), what this module's calls of the function pass
+        it, followed through such parameters up to three calls out (`main` builds the model and
+        hands it to `critic_step`, which hands it to `gradient_penalty`)."""
+        types = self.inference.types(expr, self.module, scope)
+        if types or depth >= 3 or not isinstance(expr, ast.Name):
+            return types
+        function = scope if scope.kind == FUNCTION and scope.parent is not None and scope.parent.kind == MODULE else None
+        bindings = self.module.lookup(scope, expr.id)
+        if function is None or [b.kind for b in bindings] != [PARAM] or bindings[0].scope is not function or bindings[0].value is not None:
+            return types
+        found: set[Type] = set()
+        for argument, call_scope in passed_arguments(self.module, function, expr.id):
+            found.update(self._model_types(argument, call_scope, depth + 1))
+        return frozenset(found)
 
     def _model_checkpoints(self, types: Types, reentrant_only: bool) -> tuple[tuple[CheckpointCall, ...], str]:
         """The checkpoint calls in the methods of a model's project classes and of the modules
@@ -312,7 +340,7 @@ class Composition:
         for shardings in self.shardings.by_function.values():
             for sharding in shardings:
                 if sharding.fsdp2 and sharding.module is not None:
-                    types = self.inference.types(sharding.module, self.module, sharding.scope)
+                    types = self._model_types(sharding.module, sharding.scope)
                     checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
                     if checkpoints:
                         yield ModelHazard(sharding.node, "fully_shard", checkpoints, name)
