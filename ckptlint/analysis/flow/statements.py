@@ -220,14 +220,22 @@ def straight_line_binding(candidates: list[Binding], scope: Scope, use: ast.Name
 
 def last_binding_before(module: ModuleSymbols, scope: Scope, name: str, line: int) -> Binding | None:
     """The binding a use of `name` on `line` sees: in its own scope, the last one before the
-    line (a loop's header counts on its own line); outside it, Python's lookup."""
+    line (a loop's header counts on its own line; an assignment whose statement is still running
+    on that line, `model = checkpoint_wrapper(\n    model, ...)`, does not count yet); outside it,
+    Python's lookup."""
     own = [
         b
         for b in scope.bindings.get(name, [])
-        if b.kind != ANNOTATION and (b.line < line or b.kind == PARAM or (b.kind == LOOP and b.line <= line))
+        if b.kind != ANNOTATION and ((b.line < line and not _spans(b, line)) or b.kind == PARAM or (b.kind == LOOP and b.line <= line))
     ]
     if own:
         return max(own, key=lambda b: b.line)
     if name in scope.bindings:
         return None  # bound only later in the function: not yet this object
     return module.binding(scope, name, line)
+
+
+def _spans(binding: Binding, line: int) -> bool:
+    """An assignment statement that runs on into `line`: a use there reads the name's old value."""
+    node = binding.node
+    return isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and (node.end_lineno or node.lineno) >= line
