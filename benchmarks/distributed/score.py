@@ -28,9 +28,12 @@ LINE = re.compile(r"^(?P<path>.+?):(?P<line>\d+):(?P<col>\d+): (?P<code>CKP\d{3}
 Key = tuple[str, int, str]  # path, line, code
 
 
-def rows() -> list[dict]:
+def rows(sets: frozenset[str] = frozenset()) -> list[dict]:
+    """The labelled rows of every labels-*.jsonl, or of the named sets (`tp` for labels-tp.jsonl)."""
     found = []
     for labels in sorted(HERE.glob("labels-*.jsonl")):
+        if sets and labels.stem.removeprefix("labels-") not in sets:
+            continue
         found += [json.loads(line) for line in labels.read_text(encoding="utf-8").splitlines() if line.strip()]
     return found
 
@@ -44,10 +47,10 @@ def git_dir(mirrors: Path, repo: str) -> Path:
     raise SystemExit(f"no git mirror for {repo} under {root}")
 
 
-def prepare(mirrors: Path, corpus: Path) -> None:
+def prepare(mirrors: Path, corpus: Path, sets: frozenset[str]) -> None:
     """Each repository's Python sources and build files at the labelled commit (the mirrors
     lack large blobs, so files are read one by one and missing ones skipped)."""
-    for row in rows():
+    for row in rows(sets):
         dest = corpus / row["repo"].replace("/", "+")
         if dest.is_dir():
             continue
@@ -87,10 +90,10 @@ def lint(command: str, root: Path, scope: list[str]) -> set[Key]:
     return found
 
 
-def score(corpus: Path, command: str, show: bool) -> None:
+def score(corpus: Path, command: str, show: bool, sets: frozenset[str]) -> None:
     tallies = {truth: collections.defaultdict(collections.Counter) for truth in ("strict", "broad")}
     notes: list[str] = []
-    for row in rows():
+    for row in rows(sets):
         root = corpus / row["repo"].replace("/", "+")
         scope = set(row["scope"])
         got = {key for key in lint(command, root, row["scope"]) if key[0] in scope}
@@ -126,11 +129,14 @@ def main() -> None:
     s.add_argument("corpus", type=Path)
     s.add_argument("--cmd", default="python -m ckptlint")
     s.add_argument("--show", action="store_true")
+    for sub in (p, s):
+        sub.add_argument("--sets", default="", help="comma list of label sets (tp,fsdp,more,heldout); default all")
     args = parser.parse_args()
+    sets = frozenset(x for x in args.sets.split(",") if x)
     if args.command == "prepare":
-        prepare(args.mirrors, args.corpus)
+        prepare(args.mirrors, args.corpus, sets)
     else:
-        score(args.corpus, args.cmd, args.show)
+        score(args.corpus, args.cmd, args.show, sets)
 
 
 if __name__ == "__main__":
