@@ -2,7 +2,8 @@
 
 labels-*.jsonl hold one row per repository: the commit read, the files read whole (`scope`) and
 every expected finding, labelled by reading the code before ckptlint ran on it (sources-*.md say
-how). A finding of those families in a scope file counts: true when labelled, false otherwise.
+how). A labelled finding counts as found wherever it is; a finding of those families that no label
+names counts as false only in a scope file (the files read whole).
 Two truths: **strict** leaves "uncertain" labels out both ways (neither rewarded nor penalised);
 **broad** counts them as expected (the configuration that makes them true is the one the code
 exists for: tensor-parallel size above 1, a sequence-parallel mode, a flag a config turns on).
@@ -96,16 +97,17 @@ def score(corpus: Path, command: str, show: bool, sets: frozenset[str]) -> None:
     for row in rows(sets):
         root = corpus / row["repo"].replace("/", "+")
         scope = set(row["scope"])
-        got = {key for key in lint(command, root, row["scope"]) if key[0] in scope}
+        found = lint(command, root, sorted(scope | {e["path"] for e in row["expected"]}))
+        got = {key for key in found if key[0] in scope}  # what can be false: findings in files read whole
         certain = {(e["path"], e["line"], e["code"]) for e in row["expected"] if not e.get("uncertain")}
         uncertain = {(e["path"], e["line"], e["code"]) for e in row["expected"] if e.get("uncertain")}
         for truth, want, ignored in (("strict", certain, uncertain), ("broad", certain | uncertain, set())):
             per = tallies[truth]
             for key in want:
-                per[key[2]]["tp" if key in got else "fn"] += 1
+                per[key[2]]["tp" if key in found else "fn"] += 1
             for key in got - want - ignored:
                 per[key[2]]["fp"] += 1
-        notes += [f"  missed {row['repo']} {p}:{l} {c}{' (uncertain)' if (p, l, c) in uncertain else ''}" for p, l, c in sorted((certain | uncertain) - got)]
+        notes += [f"  missed {row['repo']} {p}:{l} {c}{' (uncertain)' if (p, l, c) in uncertain else ''}" for p, l, c in sorted((certain | uncertain) - found)]
         notes += [f"  false  {row['repo']} {p}:{l} {c}" for p, l, c in sorted(got - certain - uncertain)]
     for truth, per in tallies.items():
         print(f"{truth}:")
