@@ -356,5 +356,6 @@ COMPOSITION_WORDS = frozenset(
         "gradient_checkpointing",
         "fully_shard",  # CKP405: a model that checkpoints reentrantly, sharded in a script that never names checkpointing
         "activation_checkpointing",  # CKP404: accelerate's FSDP plugin and transformers' fsdp_config
+        "activation_checkpointing_policy",  # CKP403: Lightning's FSDPStrategy
     }
 )

@@ -42,7 +42,11 @@ class CheckpointAroundShardedModule(Rule):
         module is followed through the bindings of its name in the function (a later
         `block = Block()` is another module) and through loops over the same modules
         (`for block in model.layers`); sharding *after* checkpointing is the correct order and
-        is silent, as is a module sharded in another function.
+        is silent, as is a module sharded in another function. Lightning's
+        `FSDPStrategy(auto_wrap_policy={A}, activation_checkpointing_policy={C})` shards the A
+        modules first and then checkpoint-wraps each C: reported at the `FSDPStrategy(...)` call
+        when a C holds an A (`{torch.nn.Linear}` sharded, `{Block}` checkpointed), not when C is
+        itself in `auto_wrap_policy` (the checkpoint then runs inside the unit).
     """
     bad = """
         import torch.nn as nn
@@ -94,3 +98,11 @@ class CheckpointAroundShardedModule(Rule):
                 "runs in another dtype); checkpoint the module first, then shard it"
             )
             yield finding_at(context.module, found.call.node, self.code, summary)
+        for call, checkpointed, sharded in context.composition.strategy_wraps():
+            summary = (
+                f"FSDPStrategy checkpoints {checkpointed} (activation_checkpointing_policy) around the {sharded} modules it "
+                f"holds, which the strategy has already sharded as FSDP units (auto_wrap_policy): the recompute in backward "
+                f"re-runs those units' forward hooks in FSDP's backward state; shard {checkpointed} itself (put it in "
+                "auto_wrap_policy) so the checkpoint runs inside the unit"
+            )
+            yield finding_at(context.module, call, self.code, summary)

@@ -84,6 +84,18 @@ class ModelHazard:
     reached_twice: str = ""  # DDP without find_unused_parameters: `self.norm` (line 12) also called outside its region (line 15)
 
 
+# Lightning's FSDP strategy (fabric and trainer), which shards `auto_wrap_policy`'s classes and
+# then checkpoint-wraps `activation_checkpointing_policy`'s (read in lightning 2.6 strategies/fsdp.py)
+LIGHTNING_FSDP_STRATEGIES = frozenset(
+    {
+        f"{package}.strategies.{module}FSDPStrategy"
+        for package in ("lightning.fabric", "lightning.pytorch", "lightning_fabric", "pytorch_lightning")
+        for module in ("", "fsdp.")
+    }
+)
+STRATEGY_NAMES = frozenset({"FSDPStrategy"})
+
+
 class Composition:
     """The CKP303-CKP305, CKP403-CKP405 and CKP502/CKP503/CKP505 facts of one module, read through the run's shared analysis state."""
 
@@ -334,6 +346,36 @@ class Composition:
             return
         for call in self.calls:
             yield from self.shardings.covering(call)
+
+    def strategy_wraps(self) -> Iterator[tuple[ast.Call, str, str]]:
+        """Lightning's `FSDPStrategy(auto_wrap_policy={A}, activation_checkpointing_policy={C})`
+        where a class C it checkpoints holds a module of a class A it shards: Lightning shards the
+        A units first and then wraps each C in a checkpoint wrapper, around those units. Yields
+        the call, C and A (short names)."""
+        if "activation_checkpointing_policy" not in self.module.source.text:
+            return
+        for call, scope in self.module.calls:
+            if self._name(call.func, scope, STRATEGY_NAMES) not in LIGHTNING_FSDP_STRATEGIES:
+                continue
+            wrapped = self._policy_classes(keyword_value(call, "auto_wrap_policy"), scope)
+            checkpointed = self._policy_classes(keyword_value(call, "activation_checkpointing_policy"), scope)
+            for name in sorted(checkpointed - wrapped):
+                inside = {t.name for t in self.inference.construction.descendants(self.inference, frozenset({ClassType(name)})) if isinstance(t, ClassType)}
+                held = sorted(inside & wrapped)
+                if held:
+                    yield call, name.rpartition(".")[2], held[0].rpartition(".")[2]
+                    break
+
+    def _policy_classes(self, policy: ast.expr | None, scope: Scope) -> frozenset[str]:
+        """The classes a literal policy set names (`{Block}`, `{torch.nn.Linear}`), canonical."""
+        if not isinstance(policy, (ast.Set, ast.List, ast.Tuple)):
+            return frozenset()
+        found = set()
+        for element in policy.elts:
+            name = self.module.qualified_name(element, scope) if isinstance(element, (ast.Name, ast.Attribute)) else None
+            if name is not None:
+                found.add(self.finder.project.canonical_name(name))
+        return frozenset(found)
 
     def reentrant_sharded_models(self) -> Iterator[ModelHazard]:
         """`fully_shard(model)` of a model whose project classes checkpoint reentrantly."""
