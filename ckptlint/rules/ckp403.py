@@ -42,7 +42,10 @@ class CheckpointAroundShardedModule(Rule):
         module is followed through the bindings of its name in the function (a later
         `block = Block()` is another module) and through loops over the same modules
         (`for block in model.layers`); sharding *after* checkpointing is the correct order and
-        is silent, as is a module sharded in another function. Lightning's
+        is silent when what is sharded is the wrapper (`fully_shard(checkpoint_wrapper(block))`,
+        torchtitan's order), as is a module sharded in another function. Sharding the module a
+        `checkpoint_wrapper` already holds (`wrapped = checkpoint_wrapper(block)` then
+        `fully_shard(block)`) shards it in place inside the wrapper: reported at the wrapper. Lightning's
         `FSDPStrategy(auto_wrap_policy={A}, activation_checkpointing_policy={C})` shards the A
         modules first and then checkpoint-wraps each C: reported at the `FSDPStrategy(...)` call
         when a C holds an A (`{torch.nn.Linear}` sharded, `{Block}` checkpointed), not when C is
@@ -87,11 +90,16 @@ class CheckpointAroundShardedModule(Rule):
             return
         reported: set[int] = set()
         for found in context.composition.sharded_checkpoints():
-            if not found.sharded_first or id(found.call.node) in reported:
+            if not found.wraps_unit or id(found.call.node) in reported:
                 continue
             reported.add(id(found.call.node))
             sharding = found.sharding
-            where = f"{found.what}, already sharded by {sharding.what} at line {sharding.node.lineno}" if sharding is not None else found.what
+            if sharding is None:
+                where = found.what
+            elif found.sharded_first:
+                where = f"{found.what}, already sharded by {sharding.what} at line {sharding.node.lineno}"
+            else:
+                where = f"{found.what}, which {sharding.what} at line {sharding.node.lineno} shards in place inside the wrapper"
             summary = (
                 f"checkpointing wraps an FSDP unit ({where}): the recompute in backward re-runs the unit's forward hooks in FSDP's "
                 "backward state, a special case that skips their work (up to torch 2.12 the mixed-precision input cast: the replay "

@@ -87,9 +87,16 @@ class ShardedCheckpoint:
 
     call: CheckpointCall
     sharding: Sharding | None  # None: check_fn selects FSDP's own class
-    sharded_first: bool  # the sharding runs before the checkpointing: it wraps the FSDP unit
+    sharded_first: bool  # the sharding runs before the checkpointing
     fsdp2: bool
     what: str  # the module checkpointed (`block`), or `check_fn selects FullyShardedDataParallel`
+    around: bool | None = None  # the checkpoint wraps the FSDP unit at run time (None: when sharded first)
+
+    @property
+    def wraps_unit(self) -> bool:
+        """Sharded first, or a wrapper holding the very module sharded later in place
+        (`wrapped = checkpoint_wrapper(block)` then `fully_shard(block)`)."""
+        return self.sharded_first if self.around is None else self.around
 
 
 class Shardings:
@@ -154,10 +161,15 @@ class Shardings:
         if key is None:
             return
         results = set(self.result_keys(call.node, call.scope))  # `block = checkpoint_wrapper(block)`
+        # a wrapper module holds the one it was given: sharding that one in place later still puts
+        # the unit inside the wrapper, when the name is sure to be that module (not a loop variable,
+        # whose iterable may hold the wrappers by then, as torchtitan's second loop does)
+        holds_module = call.api.name.rsplit(".", 1)[-1] == "checkpoint_wrapper" and not key.startswith("each ")
         for sharding in shardings:
             first = sharding.node.lineno < line
             if key in sharding.keys or (not first and results & sharding.keys):
-                yield ShardedCheckpoint(call, sharding, first, sharding.fsdp2, f"`{ast.unparse(region)}`")
+                around = first or (holds_module and key in sharding.keys and sharding.fsdp2)
+                yield ShardedCheckpoint(call, sharding, first, sharding.fsdp2, f"`{ast.unparse(region)}`", around)
 
     def _selected(self, call: CheckpointCall, shardings: list[Sharding]) -> Iterator[ShardedCheckpoint]:
         """`apply_activation_checkpointing(model, check_fn=...)` whose check_fn tests for FSDP's
