@@ -54,3 +54,25 @@ def test_a_name_bound_to_true_gives_the_reentrant_mode(tmp_path: Path) -> None:
     completed = run_cli("calls", "--format", "json", str(path))
     modes = {c["line"]: c["mode"] for c in json.loads(completed.stdout)}
     assert modes[29] == "reentrant" and modes[24] == "reentrant" and modes[9] == "non-reentrant"
+
+
+def test_a_dropout_module_as_the_region_is_a_stochastic_op(tmp_path: Path) -> None:
+    """`checkpoint(self.drop, x, preserve_rng_state=False)`: the region is the dropout itself,
+    with no call line of its own; its draw is what changes in the replay."""
+    path = tmp_path / "drop.py"
+    path.write_text(
+        "import torch\n"
+        "from torch.utils.checkpoint import checkpoint\n\n\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.drop = torch.nn.Dropout(0.1)\n"
+        "        self.norm = torch.nn.LayerNorm(4)\n\n"
+        "    def forward(self, x):\n"
+        "        x = checkpoint(self.drop, x, use_reentrant=False, preserve_rng_state=False)\n"
+        "        return checkpoint(self.norm, x, use_reentrant=False, preserve_rng_state=False)\n",
+        encoding="utf-8",
+    )
+    messages = {f["line"]: f["message"] for f in json_findings(run_cli("--no-cache", "--format", "json", str(path)))}
+    assert "the region has stochastic torch ops (`self.drop` (Dropout)" in messages[12]
+    assert "no stochastic torch op was found in the region" in messages[13]

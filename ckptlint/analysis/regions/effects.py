@@ -6,6 +6,7 @@ One per linter run (built by `analysis/session.py`), shared by every module, so 
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
 
 from ckptlint.analysis.regions.balanced_stacks import without_balanced_stacks
@@ -21,9 +22,14 @@ from ckptlint.analysis.regions.library_calls import own_running_statistics
 from ckptlint.analysis.regions.resolve import (
     RegionEntry,
     RegionResolver,
-    RunningStatsRegion,
+    TorchModuleRegion,
 )
-from ckptlint.analysis.regions.summary import RUNNING_STATS, Effect, with_note
+from ckptlint.analysis.regions.summary import (
+    RUNNING_STATS,
+    TORCH_RANDOM,
+    Effect,
+    with_note,
+)
 from ckptlint.calls import CheckpointCall
 
 
@@ -68,8 +74,10 @@ class RegionEffects:
         differently (worker.WorkerState.rename); summaries stay, they follow no names."""
         self._by_call.clear()
 
-    def _entry_effects(self, entry: RegionEntry | RunningStatsRegion, call: CheckpointCall) -> list[Effect]:
-        if isinstance(entry, RunningStatsRegion):
+    def _entry_effects(self, entry: RegionEntry | TorchModuleRegion, call: CheckpointCall) -> list[Effect]:
+        if isinstance(entry, TorchModuleRegion):
+            if entry.random:
+                return [Effect(TORCH_RANDOM, call.module, entry.node, "module", (("callee", ast.unparse(entry.node)), ("module_class", entry.name)))]
             return [Effect(RUNNING_STATS, call.module, entry.node, "region", (("module_class", entry.name),))]
         summary = self.effects.summary(entry.module, entry.scope, entry.context)
         own = [e for e in summary.effects if not (entry.statistics_reported and own_running_statistics(e))]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from typing import Iterable, Iterator
 
-from ckptlint.analysis.regions.resolve import RegionEntry, RunningStatsRegion
+from ckptlint.analysis.regions.resolve import RegionEntry, TorchModuleRegion
 from ckptlint.analysis.regions.summary import UntrackedOutput
 from ckptlint.analysis.semantics.evaluator import TypeInference
 from ckptlint.analysis.semantics.values import ClassObjectType
@@ -46,7 +46,7 @@ class RegionOutputs:
         self.classes = classes
         self.inference = inference
 
-    def untracked(self, call: CheckpointCall, entries: Iterable[RegionEntry | RunningStatsRegion]) -> UntrackedOutput | None:
+    def untracked(self, call: CheckpointCall, entries: Iterable[RegionEntry | TorchModuleRegion]) -> UntrackedOutput | None:
         """The region's untracked output when the call is reentrant and every region it can be
         returns a container on every path the call's arguments allow; None otherwise."""
         if call.reentrant is not True or call.api.region_kind != CALLABLE or call.api.arguments_from is None:
@@ -57,7 +57,7 @@ class RegionOutputs:
         passed = list(arguments.positional[call.api.arguments_from :])
         found: UntrackedOutput | None = None
         for entry in entries:
-            if isinstance(entry, RunningStatsRegion):
+            if isinstance(entry, TorchModuleRegion):
                 return None
             untracked = self._entry(entry, passed)
             if untracked is None:

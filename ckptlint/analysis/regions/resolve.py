@@ -57,11 +57,22 @@ class RegionEntry:
 
 
 @dataclass(frozen=True, eq=False)
-class RunningStatsRegion:
-    """The region is itself a norm module with running statistics (`checkpoint(self.bn, x)`)."""
+class TorchModuleRegion:
+    """The region is itself a torch module with no call line of its own that does something a
+    replay repeats: a norm with running statistics (`checkpoint(self.bn, x)`), a dropout that
+    draws (`checkpoint(self.drop, x)`), or one inside an `nn.Sequential` region."""
 
     node: ast.AST
     name: str
+    random: bool = False  # a dropout module (its draw), not running statistics
+
+
+def _torch_module_regions(item: ClassType, region: ast.expr) -> list[TorchModuleRegion]:
+    if item.running_stats:
+        return [TorchModuleRegion(region, item.short)]
+    if item.name.startswith("torch.") and item.short in torch_api.TORCH_DROPOUT_MODULES:
+        return [TorchModuleRegion(region, item.short, random=True)]
+    return []
 
 
 class RegionResolver:
@@ -70,7 +81,7 @@ class RegionResolver:
         self.inference = inference
         self.parameters = ParameterArguments(inference)
 
-    def entries(self, call: CheckpointCall) -> list[RegionEntry | RunningStatsRegion]:
+    def entries(self, call: CheckpointCall) -> list[RegionEntry | TorchModuleRegion]:
         region = call.region
         if region is None:
             return []
@@ -89,13 +100,12 @@ class RegionResolver:
         types = types | frozenset(v for v in views if v is not None)  # an nn.Sequential subclass runs what it registered
         if kind == MODULES:
             types = element_types(types) | frozenset(t for t in types if isinstance(t, ClassType))
-        entries: list[RegionEntry | RunningStatsRegion] = []
+        entries: list[RegionEntry | TorchModuleRegion] = []
         for item in ordered(types):
             if isinstance(item, FunctionType) and kind == CALLABLE:
                 entries.append(self._function_entry(item, call))
             elif isinstance(item, ClassType):
-                if item.running_stats:
-                    entries.append(RunningStatsRegion(region, item.short))
+                entries.extend(_torch_module_regions(item, region))
                 entries.extend(_reported(_noted(self._module_entries(item, passed=_passed_arguments(call), false=false_arguments(call)), item, region), item))
             elif isinstance(item, ContainerType) and item.kind == torch_api.SEQUENTIAL:
                 entries.extend(self._sequential_entries(item, region, set()))
@@ -112,16 +122,15 @@ class RegionResolver:
         name = call.module.qualified_name(region, call.scope)
         return name is not None and self.inference.project.never_read(name)
 
-    def _sequential_entries(self, container: ContainerType, region: ast.expr, seen: set[ContainerType]) -> list[RegionEntry | RunningStatsRegion]:
+    def _sequential_entries(self, container: ContainerType, region: ast.expr, seen: set[ContainerType]) -> list[RegionEntry | TorchModuleRegion]:
         """Every module a Sequential runs; a norm among them is reported at the call (it has no line of its own)."""
         if container in seen:
             return []
         seen.add(container)
-        entries: list[RegionEntry | RunningStatsRegion] = []
+        entries: list[RegionEntry | TorchModuleRegion] = []
         for element in ordered(container.elements):
             if isinstance(element, ClassType):
-                if element.running_stats:
-                    entries.append(RunningStatsRegion(region, element.short))
+                entries.extend(_torch_module_regions(element, region))
                 entries.extend(_reported(_noted(self._module_entries(element), element, region), element))
                 view = self._container_view(element)
                 if view is not None and view.kind == torch_api.SEQUENTIAL:
@@ -246,7 +255,7 @@ class RegionResolver:
         cleared: tuple[str, ...] = (),
         passed: tuple[int | None, tuple[str, ...]] = (None, ()),
         false: tuple[tuple[int, ...], tuple[str, ...]] = ((), ()),
-    ) -> list[RegionEntry | RunningStatsRegion]:
+    ) -> list[RegionEntry | TorchModuleRegion]:
         info = self.classes.by_name(item.name)
         if info is None:
             return []
@@ -271,10 +280,10 @@ class RegionResolver:
         )
         return [RegionEntry(owner.module, scope, context, display_name(scope))]
 
-    def _selected_classes(self, check_fn: ast.expr, call: CheckpointCall) -> list[RegionEntry | RunningStatsRegion]:
+    def _selected_classes(self, check_fn: ast.expr, call: CheckpointCall) -> list[RegionEntry | TorchModuleRegion]:
         """`check_fn=lambda m: isinstance(m, Block)`: every class it tests for."""
         function_types = [t for t in self.inference.types(check_fn, call.module, call.scope) if isinstance(t, FunctionType)]
-        entries: list[RegionEntry | RunningStatsRegion] = []
+        entries: list[RegionEntry | TorchModuleRegion] = []
         for function in function_types:
             module: ModuleSymbols = function.module  # type: ignore[assignment]  # project functions carry the module that defines them
             scope = module.scope_of[id(function.node)]
@@ -315,7 +324,7 @@ def _passed_arguments(call: CheckpointCall) -> tuple[int | None, tuple[str, ...]
     return max(0, len(arguments.positional) - start), keywords
 
 
-def _noted(entries: list[RegionEntry | RunningStatsRegion], item: ClassType, region: ast.expr) -> list[RegionEntry | RunningStatsRegion]:
+def _noted(entries: list[RegionEntry | TorchModuleRegion], item: ClassType, region: ast.expr) -> list[RegionEntry | TorchModuleRegion]:
     """Entries of a module whose class an unknown builder key chose: their findings say so."""
     if not item.built_by:
         return entries
@@ -323,7 +332,7 @@ def _noted(entries: list[RegionEntry | RunningStatsRegion], item: ClassType, reg
     return [replace(e, note=note) if isinstance(e, RegionEntry) else e for e in entries]
 
 
-def _reported(entries: list[RegionEntry | RunningStatsRegion], item: ClassType) -> list[RegionEntry | RunningStatsRegion]:
+def _reported(entries: list[RegionEntry | TorchModuleRegion], item: ClassType) -> list[RegionEntry | TorchModuleRegion]:
     """Entries of a norm module's own forward, when its running statistics are reported at the region."""
     if not item.running_stats:
         return entries
