@@ -28,11 +28,12 @@ from ckptlint.classes import ClassIndex
 from ckptlint.context_prefilter import ContextFiles
 from ckptlint.project import Project
 from ckptlint.symbols import ModuleSymbols
+from ckptlint.versions import NO_VERSIONS, Versions
 
 
 class Analyses:
-    def __init__(self, project: Project, classes: ClassIndex, context_files: ContextFiles, record_calls: bool = False):
-        self.inference = TypeInference(project, classes)
+    def __init__(self, project: Project, classes: ClassIndex, context_files: ContextFiles, record_calls: bool = False, versions: Versions = NO_VERSIONS):
+        self.inference = TypeInference(project, classes, versions)
         self.resolver = RegionResolver(classes, self.inference)
         # record_calls: summaries log each call's resolution, for `ckptlint calls --unresolved`
         summaries = Summaries(project, classes, self.inference, Mutability(classes), record_calls)

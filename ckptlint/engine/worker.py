@@ -126,7 +126,7 @@ class WorkerState:
         catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)
         classes = ClassIndex(self.project)
         self.finder = CallFinder(self.project, catalogue, classes, self.names, self.settings.versions)
-        self.analyses = Analyses(self.project, classes, self.settings.context_files, record_calls=self.settings.want_hints)
+        self.analyses = Analyses(self.project, classes, self.settings.context_files, record_calls=self.settings.want_hints, versions=self.settings.versions)
         self.fix_builder = None
         if self.settings.want_fixes:
             from ckptlint.fix_builder import FixBuilder

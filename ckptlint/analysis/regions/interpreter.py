@@ -84,6 +84,7 @@ from ckptlint.analysis.semantics.values import (
     ordered,
     unpacked_types,
 )
+from ckptlint.analysis.semantics.version_tests import version_truth
 from ckptlint.classes import ClassIndex
 from ckptlint.project import Project
 from ckptlint.symbols import (
@@ -332,13 +333,18 @@ class FunctionInterpreter(CallDispatch):
                 self.env[name] = Value(frozenset({CONST}), path=name)
                 self.imported.add(name)  # `import random` in a function: `random.random()` is still a draw
 
+    def test_truth(self, test: ast.expr) -> bool | None:
+        """A test known in this context, or a version test the code's library versions decide."""
+        truth = known_truth(test, self.eval_name_quietly)
+        return truth if truth is not None else version_truth(test, self.module, self.scope, self.inference.versions)
+
     def if_statement(self, node: ast.If) -> None:
         """Both branches, unless the test is known in this context (`if use_cache:` with
         `use_cache=False`); a guard that closes itself sets what its body writes once."""
         mark = self.tracker.mark(len(self.effects))
         test = self.eval(node.test)
         tested = self.tracker.tested_since(mark)
-        truth = known_truth(node.test, self.eval_name_quietly)
+        truth = self.test_truth(node.test)
         if truth is not None:
             self.block(node.body if truth else node.orelse)
             return
@@ -607,7 +613,7 @@ class FunctionInterpreter(CallDispatch):
 
     def eval_IfExp(self, node: ast.IfExp) -> Value:
         test = self.eval(node.test)
-        truth = known_truth(node.test, self.eval_name_quietly)  # `x.mul_(y) if inplace else x.mul(y)`, `inplace=False`
+        truth = self.test_truth(node.test)  # `x.mul_(y) if inplace else x.mul(y)`, `inplace=False`
         if truth is not None:
             return self.eval(node.body if truth else node.orelse)
         self.branch(node.test, test)

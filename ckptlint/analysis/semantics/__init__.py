@@ -11,6 +11,7 @@
 - `call_sites.py`: what a parameter receives from its module's calls.
 - `method_callers.py`: who calls a method, and with what.
 - `autograd_functions.py`: what `SomeFunction.apply(x)` of a project autograd Function runs.
+- `version_tests.py`: tests of a library's version, decided by the version the code runs with.
 - `known_truth.py`: tests whose outcome is known in an analysis context.
 - `reaching.py`: which bindings and returns a use can see, under the arguments being evaluated.
 """

@@ -42,6 +42,7 @@ from ckptlint.analysis.semantics.values import (
     short_circuit,
     unpacked_types,
 )
+from ckptlint.analysis.semantics.version_tests import version_test
 from ckptlint.analysis.semantics.zoo import ZooChoices
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.passed_arguments import passed_arguments
@@ -63,6 +64,7 @@ from ckptlint.symbols import (
     parameter_default,
     positional_parameters,
 )
+from ckptlint.versions import NO_VERSIONS, Versions
 
 MAX_DEPTH = 24
 
@@ -70,9 +72,10 @@ MAX_DEPTH = 24
 class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
     """Types of expressions across the project; `module_structure.py` and `zoo.py` are its plugins."""
 
-    def __init__(self, project: Project, classes: ClassIndex):
+    def __init__(self, project: Project, classes: ClassIndex, versions: Versions = NO_VERSIONS):
         self.project = project
         self.classes = classes
+        self.versions = versions  # decides version tests (`parse(torch.__version__) >= parse("1.13")`)
         self._attribute_types: dict[tuple[int, str], Types] = {}
         self._returns: dict[int, list[ast.expr]] = {}
         self._return_types: dict[int, Types] = {}
@@ -108,6 +111,10 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             return self._name_types(expr, module, scope, depth)
         if isinstance(expr, ast.Attribute):
             return self._attribute_expr_types(expr, module, scope, depth)
+        if isinstance(expr, ast.Compare) and self.versions.known:
+            decided = version_test(expr, module, scope, self.versions)
+            if decided is not None:
+                return frozenset({TRUE_TYPE if decided else FALSE_TYPE})
         if isinstance(expr, ast.Constant):
             if expr.value is None:
                 return registries.NONE_ONLY
