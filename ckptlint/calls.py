@@ -158,6 +158,12 @@ class CheckpointCall:
         context_fn = self.keyword("context_fn")
         return saved_ops(context_fn.value, context_fn.module) if context_fn is not None else frozenset()
 
+    @property
+    def applied_to(self) -> ast.AST | None:
+        """What the call puts under checkpointing: the model `apply_activation_checkpointing`
+        walks, else the region (the module a wrapper wraps, the callable)."""
+        return self.arguments.get(0, "model") if self.api.region_kind == MODEL else self.region
+
     def false_preserve_rng_state(self) -> tuple[ModuleSymbols, ast.AST, str] | None:
         """Where the call passes `preserve_rng_state=False` (by keyword, or at the API's position
         as `CheckpointFunction.apply(fn, False, *args)` does), and the words for the name that

@@ -20,7 +20,6 @@ _FUNCTION_BASES = frozenset(
         "torch.autograd.Function",
         "torch.autograd.function.Function",
         "torch.autograd.function.InplaceFunction",
-        "torch.autograd.function.once_differentiable",
     }
 )
 

@@ -42,7 +42,6 @@ from ckptlint.analysis.semantics.values import (
     short_circuit,
     unpacked_types,
 )
-from ckptlint.analysis.semantics.version_tests import version_test
 from ckptlint.analysis.semantics.zoo import ZooChoices
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.passed_arguments import passed_arguments
@@ -75,7 +74,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
     def __init__(self, project: Project, classes: ClassIndex, versions: Versions = NO_VERSIONS):
         self.project = project
         self.classes = classes
-        self.versions = versions  # decides version tests (`parse(torch.__version__) >= parse("1.13")`)
+        self.versions = versions  # what the interpreter decides version tests by (semantics/version_tests.py)
         self._attribute_types: dict[tuple[int, str], Types] = {}
         self._returns: dict[int, list[ast.expr]] = {}
         self._return_types: dict[int, Types] = {}
@@ -111,10 +110,6 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             return self._name_types(expr, module, scope, depth)
         if isinstance(expr, ast.Attribute):
             return self._attribute_expr_types(expr, module, scope, depth)
-        if isinstance(expr, ast.Compare) and self.versions.known:
-            decided = version_test(expr, module, scope, self.versions)
-            if decided is not None:
-                return frozenset({TRUE_TYPE if decided else FALSE_TYPE})
         if isinstance(expr, ast.Constant):
             if expr.value is None:
                 return registries.NONE_ONLY

@@ -37,7 +37,7 @@ from ckptlint.analysis.usage.sac_forms import (
 )
 from ckptlint.analysis.usage.sharding import ShardedCheckpoint, Shardings
 from ckptlint.calls import CallFinder, CheckpointCall
-from ckptlint.catalogue import LAYER_CLASS, MODEL
+from ckptlint.catalogue import LAYER_CLASS
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.passed_arguments import passed_arguments
 from ckptlint.symbols import (
@@ -155,7 +155,7 @@ class Composition:
         for call in self.calls:
             if call.scope is not scope or call.reentrant is not True or getattr(call.node, "lineno", 0) > wrapper.lineno:
                 continue
-            target = call.arguments.get(0, "model") if call.api.region_kind == MODEL else call.region
+            target = call.applied_to
             if isinstance(target, ast.Name) and target.id == model.id:
                 yield call
 
@@ -275,7 +275,9 @@ class Composition:
         """What a model expression holds; for a parameter of a module-level function that nothing
         annotates (`def train_step(model, batch)`), what this module's calls of the function pass
         it, followed through such parameters up to three calls out (`main` builds the model and
-        hands it to `critic_step`, which hands it to `gradient_penalty`)."""
+        hands it to `critic_step`, which hands it to `gradient_penalty`). Asked only here, where
+        the question is which model a training script wraps or differentiates: in the evaluator
+        every region's helpers would take their callers' values, for a cost nobody measured."""
         types = self.inference.types(expr, self.module, scope)
         if types or depth >= 3 or not isinstance(expr, ast.Name):
             return types

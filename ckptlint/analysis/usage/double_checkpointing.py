@@ -28,7 +28,6 @@ from ckptlint.analysis.flow.statements import (
 )
 from ckptlint.analysis.usage.sharding import modules_iterated
 from ckptlint.calls import CheckpointCall
-from ckptlint.catalogue import MODEL
 from ckptlint.symbols import ASSIGN, LOOP, UNPACK, Binding, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value
 
@@ -131,7 +130,7 @@ class DoubleCheckpointings:
             if checkpoint_call.module is not self.module or checkpoint_call.api.name not in TORCH_WRAPPERS or not isinstance(node, ast.Call):
                 continue
             api, scope = checkpoint_call.api, checkpoint_call.scope
-            target = checkpoint_call.arguments.get(0, "model") if api.region_kind == MODEL else checkpoint_call.region
+            target = checkpoint_call.applied_to
             if isinstance(target, ast.expr):
                 model = self._model(self._root(target, scope), scope, node.lineno)
                 if model is not None:

@@ -419,7 +419,27 @@ class GradFlow:
         return self._layer_classes[key]
 
     def _layer_class(self, info: ClassInfo, attribute: str) -> str | None:
-        names: set[str] = set()
+        constructions = self._torch_nn_constructions(info, attribute)
+        names = {name.rpartition(".")[2] for name, _, _ in constructions or ()}
+        return names.pop() if constructions and len(names) == 1 else None
+
+    def sequential_layers(self, info: ClassInfo, attribute: str) -> frozenset[str]:
+        """The torch.nn classes an `nn.Sequential(...)` stored as `self.<attribute>` is built of,
+        when it is only ever that (`nn.Sequential(nn.Linear(...), nn.Tanh())`: Linear, Tanh)."""
+        constructions = self._torch_nn_constructions(info, attribute)
+        if not constructions or any(name != "torch.nn.Sequential" for name, _, _ in constructions):
+            return frozenset()
+        layers = (
+            info.module.qualified_name(element.func, scope) if isinstance(element, ast.Call) else None
+            for _, call, scope in constructions
+            for element in call.args
+        )
+        return frozenset(name.rpartition(".")[2] for name in layers if name is not None and name.startswith("torch.nn."))
+
+    def _torch_nn_constructions(self, info: ClassInfo, attribute: str) -> list[tuple[str, ast.Call, Scope]] | None:
+        """Each `self.<attribute> = torch.nn.X(...)` of the class, as (qualified name, call, the
+        method it is in); None when one of its assignments is anything else (a builder, `+=`)."""
+        found: list[tuple[str, ast.Call, Scope]] = []
         for assignment in self.classes.attribute_assignments(info, attribute):
             value = assignment.value
             if assignment.augmented or not isinstance(value, ast.Call):
@@ -427,25 +447,8 @@ class GradFlow:
             name = info.module.qualified_name(value.func, assignment.method)
             if not name or not name.startswith("torch.nn."):
                 return None
-            names.add(name.rpartition(".")[2])
-        return names.pop() if len(names) == 1 else None
-
-    def sequential_layers(self, info: ClassInfo, attribute: str) -> frozenset[str]:
-        """The torch.nn classes an `nn.Sequential(...)` stored as `self.<attribute>` is built of,
-        when it is only ever that (`nn.Sequential(nn.Linear(...), nn.Tanh())`: Linear, Tanh)."""
-        layers: set[str] = set()
-        for assignment in self.classes.attribute_assignments(info, attribute):
-            value = assignment.value
-            if assignment.augmented or not isinstance(value, ast.Call):
-                return frozenset()
-            module = info.module
-            if module.qualified_name(value.func, assignment.method) != "torch.nn.Sequential":
-                return frozenset()
-            for element in value.args:
-                name = module.qualified_name(element.func, assignment.method) if isinstance(element, ast.Call) else None
-                if name is not None and name.startswith("torch.nn."):
-                    layers.add(name.rpartition(".")[2])
-        return frozenset(layers)
+            found.append((name, value, assignment.method))
+        return found
 
     def frozen_line(self, info: ClassInfo, attribute: str) -> int | None:
         """The line freezing `self.<attribute>`'s parameters in the class, when nothing in it
