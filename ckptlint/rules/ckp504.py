@@ -27,7 +27,12 @@ class NondeterministicRecompute(RegionRule):
           an index (`x[order]`) or passed to a call that picks positions (`F.one_hot`,
           `gather`, `index_select`, `scatter_`, `bincount`, `histc`, ...; by keyword as torch
           spells it: `index=`, `indices=`, `F.one_hot(input=...)`), directly or through names
-          computed from them in the same function. Indices kept for a metric
+          computed from them in the same function (not from another arm of an `if` the
+          selection is in). A helper that returns the indices (`return scores.topk(k).indices`,
+          `return weights, experts`, a router module's `forward`) leaves the decision to its
+          caller: the selection is reported where the caller routes them (`weights, experts =
+          self.router(x)` then `F.one_hot(experts, n)`), through any number of helpers that
+          return them on; the message names the function that routes. Indices kept for a metric
           (`(logits.argmax(-1) == labels).float().mean()`) or discarded (`values, _ =
           torch.topk(...)`) are not reported; neither are `stable=True` sorts. A sort of a
           selection's indices (`torch.argsort(experts.view(-1))` after `torch.topk`,
@@ -124,6 +129,9 @@ class NondeterministicRecompute(RegionRule):
     messages = {
         "selection": "`{callee}()` ({family}) is recomputed inside the region and its indices route (`{use}`, line {use_line}): "
         "near-equal scores can pick other indices at recompute, so the backward routes differently from the forward; " + _FIX,
+        "returned-selection": "`{callee}()` ({family}) is recomputed inside the region and its indices, returned to {use_in}, route there "
+        "(`{use}`, line {use_line}): near-equal scores can pick other indices at recompute, so the backward routes differently "
+        "from the forward; " + _FIX,
         "accumulation": "`{callee}()` ({family}) is recomputed inside the region and its result feeds {feeds} (`{use}`, line {use_line}): "
         "it accumulates in arbitrary order on CUDA, so the recomputed sums may differ from the forward's in the last bits "
         "and the backward may decide otherwise than the forward did; " + _FIX,

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from ckptlint.analysis.flow.statements import exclusive_lines
 from ckptlint.analysis.knowledge import aten_ops
 from ckptlint.syntax import own_statements
 
@@ -30,14 +32,25 @@ _INDEX_POSITION = {"topk": 1, "sort": 1}  # where the indices are in the result'
 def routing_use(function: ast.AST, call: ast.Call, short: str) -> ast.AST | None:
     """Where the indices of `call` (a `topk`, `sort`, `argsort`, `argmax`, `argmin`) route,
     or None when they do not."""
+    return _routing_from(function, call, _INDEX_POSITION.get(short))
+
+
+def returned_routing_use(function: ast.AST, call: ast.Call, position: int | None) -> ast.AST | None:
+    """Where the indices a helper returned route in its caller `function`: `call` is the
+    helper's call (`weights, experts = self.route(x)`), `position` where its returned tuple
+    holds them (None: the whole value is the indices)."""
+    return _routing_from(function, call, position)
+
+
+def _routing_from(function: ast.AST, call: ast.Call, position: int | None) -> ast.AST | None:
     parents = parent_map(function)
-    holder, target = _holder(call, parents, short)
+    holder, target = _holder(call, parents, position)
     if holder is None:
         return None
     direct = _routing_position(holder, parents)
     if direct is not None:
         return direct
-    derived = flowing_names(function, set(_index_names(target, short)), call.lineno)
+    derived = flowing_names(function, set(_index_names(target, position)), call.lineno)
     if not derived:
         return None
     line = call.lineno
@@ -45,17 +58,58 @@ def routing_use(function: ast.AST, call: ast.Call, short: str) -> ast.AST | None
         found
         for node in ast.walk(function)
         if isinstance(node, ast.Name) and node.id in derived and isinstance(node.ctx, ast.Load) and node.lineno >= line
+        if not exclusive_lines(function, line, node.lineno)  # another arm of an `if` the selection is in
         for found in [_routing_position(node, parents)]
         if found is not None
     ]
     return min(uses, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))) if uses else None
 
 
+@dataclass(frozen=True)
+class Returned:
+    """Where a function's return value holds a selection's indices: `position` in the
+    returned tuple (`return weights, experts`: 1), None when the value is the indices."""
+
+    position: int | None
+
+
+def returned_position(function: ast.AST, call: ast.Call, short: str) -> Returned | None:
+    """Where the function returns the indices of `call` (`return logits.topk(k).indices`,
+    `return weights, experts`), or None when it does not return them. Its caller decides
+    whether they route (`returned_routing_use`)."""
+    return returned_indices(function, call, _INDEX_POSITION.get(short))
+
+
+def returned_indices(function: ast.AST, call: ast.Call, position: int | None) -> Returned | None:
+    """`returned_position` for a call whose result holds indices at `position` (a helper's
+    call that returned them, which its caller may return on)."""
+    parents = parent_map(function)
+    holder, target = _holder(call, parents, position)
+    if holder is None:
+        return None
+    if isinstance(parents.get(id(holder)), ast.Return):
+        return Returned(position if holder is call else None)  # `return torch.topk(...)`, `return x.topk(k).indices`
+    derived = flowing_names(function, set(_index_names(target, position)), call.lineno)
+    for node in own_statements(function):
+        if not (isinstance(node, ast.Return) and node.value is not None and node.lineno >= call.lineno):
+            continue
+        if exclusive_lines(function, call.lineno, node.lineno):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in derived:
+            return Returned(None)
+        if isinstance(node.value, ast.Tuple):
+            for index, element in enumerate(node.value.elts):
+                if isinstance(element, ast.Name) and element.id in derived:
+                    return Returned(index)
+    return None
+
+
 def index_names(function: ast.AST, call: ast.Call, short: str) -> set[str]:
     """The names that hold the indices of `call` or are computed from them (the names
     `routing_use` follows), for whether they leave the code that computes them."""
-    holder, target = _holder(call, parent_map(function), short)
-    return flowing_names(function, set(_index_names(target, short)), call.lineno) if holder is not None else set()
+    position = _INDEX_POSITION.get(short)
+    holder, target = _holder(call, parent_map(function), position)
+    return flowing_names(function, set(_index_names(target, position)), call.lineno) if holder is not None else set()
 
 
 def flowing_names(function: ast.AST, names: set[str], line: int, bound: Callable[[ast.expr], set[str]] | None = None) -> set[str]:
@@ -83,17 +137,18 @@ def parent_map(function: ast.AST) -> dict[int, ast.AST]:
     return {id(child): parent for parent in ast.walk(function) for child in ast.iter_child_nodes(parent)}
 
 
-def _holder(call: ast.Call, parents: dict[int, ast.AST], short: str) -> tuple[ast.AST | None, ast.expr | None]:
+def _holder(call: ast.Call, parents: dict[int, ast.AST], position: int | None) -> tuple[ast.AST | None, ast.expr | None]:
     """The expression holding the indices (the call, or `call.indices` / `call[1]`) and the
-    assignment target it is bound to, if any; (None, None) when only the values are taken."""
+    assignment target it is bound to, if any; (None, None) when only the values are taken.
+    `position`: where the call's tuple holds the indices (None: it is the indices)."""
     holder: ast.AST = call
     parent = parents.get(id(call))
     if isinstance(parent, ast.Attribute):
         if parent.attr in _VALUES_ONLY:
             return None, None
         holder = parent
-    elif isinstance(parent, ast.Subscript) and short in _INDEX_POSITION and isinstance(parent.slice, ast.Constant):
-        if parent.slice.value != _INDEX_POSITION[short]:
+    elif isinstance(parent, ast.Subscript) and position is not None and isinstance(parent.slice, ast.Constant):
+        if parent.slice.value != position:
             return None, None
         holder = parent
     bound = parents.get(id(holder))
@@ -105,9 +160,9 @@ def _holder(call: ast.Call, parents: dict[int, ast.AST], short: str) -> tuple[as
     return holder, None
 
 
-def _index_names(target: ast.expr | None, short: str) -> list[str]:
-    if isinstance(target, ast.Tuple) and short in _INDEX_POSITION and len(target.elts) > _INDEX_POSITION[short]:
-        element = target.elts[_INDEX_POSITION[short]]
+def _index_names(target: ast.expr | None, position: int | None) -> list[str]:
+    if isinstance(target, ast.Tuple) and position is not None and len(target.elts) > position:
+        element = target.elts[position]
         return [element.id] if isinstance(element, ast.Name) and element.id != "_" else []
     if isinstance(target, ast.Name):
         return [target.id]

@@ -33,6 +33,22 @@ def if_branches(function: ast.AST) -> Iterator[tuple[ast.expr, bool, int, int]]:
                     yield statement.test, side, body[0].lineno, body[-1].end_lineno or body[-1].lineno
 
 
+def exclusive_lines(function: ast.AST, first: int, second: int) -> bool:
+    """Whether the two lines lie in the two arms of one `if` (an `elif` chain's arms too):
+    no run executes both."""
+    arms: dict[int, dict[bool, tuple[int, int]]] = {}
+    for test, side, start, end in if_branches(function):
+        arms.setdefault(id(test), {})[side] = (start, end)
+    return any(
+        len(sides) == 2 and any(_within(sides[a], first) and _within(sides[not a], second) for a in (True, False))
+        for sides in arms.values()
+    )
+
+
+def _within(lines: tuple[int, int], line: int) -> bool:
+    return lines[0] <= line <= lines[1]
+
+
 def function_scope(scope: Scope) -> Scope:
     """The function (or module) a call's statements belong to: lambdas and comprehensions are folded in."""
     current = scope

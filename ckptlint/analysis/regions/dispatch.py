@@ -9,9 +9,11 @@ resolved or not, with the reason, where its dispatch decides it.
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
+from ckptlint.analysis.flow.routing import returned_indices, returned_routing_use
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.regions import binding, coverage
 from ckptlint.analysis.regions.libraries import reached_at
@@ -20,6 +22,7 @@ from ckptlint.analysis.regions.protocol import Interpreter
 from ckptlint.analysis.regions.summary import (
     NONDETERMINISTIC_OP,
     Effect,
+    ReturnedSelection,
     Summary,
     approximation_note,
     with_note,
@@ -275,6 +278,7 @@ class CallDispatch(_Interpreter):
                     continue  # an eval-mode call: no backward differentiates what it decides (CKP504)
             effect = replace(effect, chain=(function.name, *effect.chain))
             self.record(reached_at(effect, self.module, node) if into_library else effect)
+        self._route_returned_selections(summary, node, function.name)
         for effect in self.tracker.merge_callee(summary, function.name):  # stores of state this run read first
             if skip is not None and skip(effect):
                 continue
@@ -282,6 +286,27 @@ class CallDispatch(_Interpreter):
         if stores_into.isidentifier():
             self._see_stored_attributes(stores_into, summary)
         return summary.returns
+
+    def _route_returned_selections(self, summary: Summary, node: ast.Call, callee: str) -> None:
+        """Indices the callee returned (`weights, experts = self.route(x)`): reported where this
+        function routes them (CKP504), or handed on to this function's caller when it returns them."""
+        function = self.scope.node
+        for selection in summary.returned_selections:
+            effect = replace(selection.effect, chain=(callee, *selection.effect.chain))
+            used = returned_routing_use(function, node, selection.position)
+            if used is not None:
+                if not (self.inference_only(node) or self.inference_only(used)):  # the call, or the use, on an eval path
+                    where = (("use", ast.unparse(used)), ("use_line", str(getattr(used, "lineno", node.lineno))), ("use_in", self._where_used(effect)))
+                    self.record(replace(effect, variant="returned-selection", facts=effect.facts + where))
+                continue
+            returned = returned_indices(function, node, selection.position)
+            if returned is not None:
+                self.returned_selections.append(ReturnedSelection(effect, returned.position))
+
+    def _where_used(self, effect: Effect) -> str:
+        """`SparseMoE.dispatch`, with its file when the selection is in another one."""
+        name = f"`{self.scope.qualname}`"
+        return name if effect.module is self.module else f"{name} ({os.path.basename(self.module.source.display_path)})"
 
     def _see_stored_attributes(self, receiver: str, summary: Summary) -> None:
         """`self.preprocess(routing)` assigned `self.input_splits`: reads after it in this function

@@ -49,6 +49,7 @@ from ckptlint.analysis.regions.summary import (
     UNSTABLE_BRANCH,
     Context,
     Effect,
+    ReturnedSelection,
     StateKey,
     Summary,
     under_condition,
@@ -147,6 +148,7 @@ class FunctionInterpreter(CallDispatch):
         self.env: dict[str, Value] = {}
         self.closure = dict(context.closure)
         self.effects: list[Effect] = []
+        self.returned_selections: list[ReturnedSelection] = []
         self._seen: set[tuple[str, int]] = set()
         self.conditions: list[str] = []  # what the branches being run need of the call (argument_guard)
         self.optional_parameters = none_default_parameters(scope.node)
@@ -175,6 +177,7 @@ class FunctionInterpreter(CallDispatch):
             pending=tuple(tracker.pending),
             calls=tuple(self.calls.edges.values()) if self.calls is not None else (),
             stored_attributes=self._stored_attributes(),
+            returned_selections=tuple(self.returned_selections),
         )
 
     def _stored_attributes(self) -> tuple[tuple[str, Value], ...]:

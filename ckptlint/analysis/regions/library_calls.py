@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ckptlint.analysis.flow.accumulation import decision_use, result_names
 from ckptlint.analysis.flow.integers import INDICES, is_integer, kind_of
-from ckptlint.analysis.flow.routing import index_names, routing_use
+from ckptlint.analysis.flow.routing import index_names, returned_position, routing_use
 from ckptlint.analysis.flow.saved_outputs import producer_of
 from ckptlint.analysis.knowledge import aten_ops, collectives, torch_api
 from ckptlint.analysis.regions.protocol import Interpreter
@@ -32,6 +32,7 @@ from ckptlint.analysis.regions.summary import (
     TENSOR_STATE,
     TORCH_RANDOM,
     Effect,
+    ReturnedSelection,
 )
 from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.values import (
@@ -219,6 +220,10 @@ class LibraryCalls:
                 return  # a sort of a selection's indices recomputes what the forward did exactly when the selection does: the selection is reported
             used = routing_use(function, node, short)
             if used is None:
+                returned = returned_position(function, node, short)
+                if returned is not None and not run.inference_only(node, lambda: index_names(function, node, short)):
+                    effect = Effect(NONDETERMINISTIC_OP, run.module, node, op.kind, facts, saved_as=frozenset({op.op}))
+                    run.returned_selections.append(ReturnedSelection(effect, returned.position))
                 return
             facts += (("use", ast.unparse(used)), ("use_line", str(getattr(used, "lineno", node.lineno))))
         else:

@@ -13,7 +13,7 @@ import ast
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from ckptlint.analysis.regions.coverage import CallLog
-from ckptlint.analysis.regions.summary import Context, Effect, Summary
+from ckptlint.analysis.regions.summary import Context, Effect, ReturnedSelection, Summary
 from ckptlint.analysis.semantics.values import Value
 from ckptlint.classes import ClassIndex
 from ckptlint.project import Project
@@ -45,6 +45,7 @@ class Interpreter(Protocol):
     env: dict[str, Value]
     closure: dict[str, Value]
     effects: list[Effect]
+    returned_selections: list[ReturnedSelection]  # selections whose indices the caller decides on (CKP504)
     tracker: WriteTracker
     calls: CallLog | None  # what it called, when coverage is asked for (coverage.py)
 

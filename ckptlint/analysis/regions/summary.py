@@ -89,6 +89,16 @@ class PendingStore:
 
 
 @dataclass(frozen=True)
+class ReturnedSelection:
+    """A selection whose indices a function returns without routing them (`route()` returning
+    `topk(...).indices`): its caller reports `effect` where it routes them (CKP504), adding
+    the use to its facts, or returns them on at `position` (None: the value is the indices)."""
+
+    effect: Effect
+    position: int | None
+
+
+@dataclass(frozen=True)
 class Context:
     """What a function is called with: `self`, its arguments, its closure; entries take inputs."""
 
@@ -119,6 +129,7 @@ class Summary:
     # what a method leaves in its receiver's attributes (`self.input_splits = counts.tolist()`): the
     # caller's later reads in the same run see these values, not the attribute's outside state
     stored_attributes: tuple[tuple[str, Value], ...] = ()
+    returned_selections: tuple[ReturnedSelection, ...] = ()  # indices left to the caller (CKP504)
 
 
 EMPTY_SUMMARY = Summary()
