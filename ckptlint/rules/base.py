@@ -18,7 +18,7 @@ from ckptlint.rules.context import RuleContext
 from ckptlint.symbols import ModuleSymbols
 
 # what a rule file needs besides the vocabulary, the catalogue and findings
-__all__ = ["CheckpointCall", "Effect", "RegionRule", "Rule", "RuleContext", "finding_at"]
+__all__ = ["CheckpointCall", "Effect", "RegionRule", "Rule", "RuleContext", "context_place", "finding_at"]
 
 
 class Rule:
@@ -74,6 +74,13 @@ class Rule:
             "`per-file-ignores` in `[tool.ckptlint]`.",
         ]
         return "\n".join(parts) + "\n"
+
+
+def context_place(context: RuleContext, call: CheckpointCall, node: ast.AST) -> str:
+    """`line 12` of a node of the module being checked, or `train.py:12` when the finding is
+    reported at a checkpoint call in another file."""
+    line = getattr(node, "lineno", 0)
+    return f"line {line}" if call.module is context.module else f"{context.module.source.display_path}:{line}"
 
 
 def finding_at(

@@ -29,7 +29,14 @@ class CheckpointDifferentiatedByGrad(Rule):
 
         Reported at the differentiating call, when what it differentiates is computed, in
         the same function, by a checkpoint call or by a model built from a project class
-        that holds one (for `torch.func`: the function it transforms runs one).
+        that holds one (for `torch.func`: the function it transforms runs one); not through
+        `.detach()` or `.data`. A model that reaches the function as an unannotated parameter
+        is what this module's calls pass it (up to three calls out); when nothing here calls
+        the function (its tests or another file do), the parameter is the module's model
+        class it is named after (`critic` for `Critic`, `gen` for `Generator`), and `model`,
+        `net` or `network` the one module class no other class here builds, when it builds
+        another of them or the module differentiates something (a training script, not a
+        layer library).
     """
     bad = """
         import torch

@@ -34,7 +34,12 @@ class ReentrantHfCheckpointingWithoutInputGrads(Rule):
         the Trainer enables checkpointing), in a function that builds the model with
         `from_pretrained` and wraps it with `get_peft_model` / `PeftModel.from_pretrained`
         (with checkpointing still off at the wrap), freezes its embeddings, or freezes it
-        whole and unfreezes layers. `enable_input_require_grads()`,
+        whole and unfreezes layers (a loop over `[model.embed_tokens, *model.layers[:2]]`
+        freezing each one's parameters counts). A project model with Hugging Face's API (its
+        class, or a base, defines `gradient_checkpointing_enable`, as a ported or local model
+        does) counts too, read from its annotation or as CKP304 reads a model parameter, when
+        the call says `use_reentrant` itself: without it the project's own method decides
+        the mode. `enable_input_require_grads()`,
         `prepare_model_for_kbit_training`, a forward hook on the input embeddings, or a project
         function that calls one of them silences it where it always runs with the hazard: not
         under an `if` that the enabling call and the wrap are outside of (a preparation for

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ckptlint.finding import Finding
-from ckptlint.rules.base import Rule, RuleContext, finding_at
+from ckptlint.rules.base import Rule, RuleContext, context_place, finding_at
 
 
 class CheckpointAroundShardedModule(Rule):
@@ -43,7 +43,12 @@ class CheckpointAroundShardedModule(Rule):
         `block = Block()` is another module) and through loops over the same modules
         (`for block in model.layers`); sharding *after* checkpointing is the correct order and
         is silent when what is sharded is the wrapper (`fully_shard(checkpoint_wrapper(block))`,
-        torchtitan's order), as is a module sharded in another function. Sharding the module a
+        torchtitan's order), as is a module sharded in another function, with one exception:
+        a model's own forward checkpointing the blocks of a container attribute (`for layer in
+        self.layers: x = checkpoint(layer, x)`, `self.blocks[i]`) whose blocks a setup function
+        shards with `fully_shard` (a loop over `model.layers`, `model.blocks[0]`; the model read
+        as CKP304 reads a model parameter) is reported at the forward's checkpoint call, since
+        sharding runs before any forward. Sharding the module a
         `checkpoint_wrapper` already holds (`wrapped = checkpoint_wrapper(block)` then
         `fully_shard(block)`) shards it in place inside the wrapper: reported at the wrapper. Lightning's
         `FSDPStrategy(auto_wrap_policy={A}, activation_checkpointing_policy={C})` shards the A
@@ -97,15 +102,15 @@ class CheckpointAroundShardedModule(Rule):
             if sharding is None:
                 where = found.what
             elif found.sharded_first:
-                where = f"{found.what}, already sharded by {sharding.what} at line {sharding.node.lineno}"
+                where = f"{found.what}, already sharded by {sharding.what} at {context_place(context, found.call, sharding.node)}"
             else:
-                where = f"{found.what}, which {sharding.what} at line {sharding.node.lineno} shards in place inside the wrapper"
+                where = f"{found.what}, which {sharding.what} at {context_place(context, found.call, sharding.node)} shards in place inside the wrapper"
             summary = (
                 f"checkpointing wraps an FSDP unit ({where}): the recompute in backward re-runs the unit's forward hooks in FSDP's "
                 "backward state, a special case that skips their work (up to torch 2.12 the mixed-precision input cast: the replay "
                 "runs in another dtype); checkpoint the module first, then shard it"
             )
-            yield finding_at(context.module, found.call.node, self.code, summary)
+            yield finding_at(found.call.module, found.call.node, self.code, summary)
         for call, checkpointed, sharded in context.composition.strategy_wraps():
             summary = (
                 f"FSDPStrategy checkpoints {checkpointed} (activation_checkpointing_policy) around the {sharded} modules it "
@@ -114,3 +119,4 @@ class CheckpointAroundShardedModule(Rule):
                 "auto_wrap_policy) so the checkpoint runs inside the unit"
             )
             yield finding_at(context.module, call, self.code, summary)
+

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from ckptlint.catalogue import CALLABLE
 from ckptlint.finding import Finding
-from ckptlint.rules.base import Rule, RuleContext, finding_at
+from ckptlint.rules.base import Rule, RuleContext, context_place, finding_at
 
 
 class ReentrantCheckpointUnderFullyShard(Rule):
@@ -39,7 +39,9 @@ class ReentrantCheckpointUnderFullyShard(Rule):
         `apply_activation_checkpointing` whose `check_fn` selects `FSDPModule` or the class of
         modules sharded before it. `fully_shard(model)` of a model built from a project class
         whose own code (or a registered submodule's) checkpoints reentrantly is reported at each
-        of those checkpoint calls, naming the `fully_shard(...)` call. Reentrant checkpointing around
+        of those checkpoint calls, naming the `fully_shard(...)` call, and so is a reentrant
+        checkpoint of a container attribute's blocks that a setup function shards from outside
+        (`for block in model.layers: fully_shard(block)`; CKP403 says when). Reentrant checkpointing around
         a sharded module is both this and CKP403.
     """
     bad = """
@@ -86,12 +88,12 @@ class ReentrantCheckpointUnderFullyShard(Rule):
                 continue  # `checkpoint(block, x)` runs now: a later fully_shard does not shard what it ran
             reported.add(id(call.node))
             sharding = found.sharding
-            where = f"{found.what}, sharded by fully_shard at line {sharding.node.lineno}" if sharding is not None else found.what
+            where = f"{found.what}, sharded by fully_shard at {context_place(context, found.call, sharding.node)}" if sharding is not None else found.what
             summary = (
                 f"reentrant checkpointing ({context.reentrant_because(call)}) of a module sharded by fully_shard ({where}): "
                 "FSDP2's unshard, reshard and reduce-scatter hooks do not run under a reentrant replay; use non-reentrant checkpointing"
             )
-            yield finding_at(context.module, call.node, self.code, summary)
+            yield finding_at(call.module, call.node, self.code, summary)
         for hazard in context.composition.reentrant_sharded_models():
             sharded_at = f"{context.module.source.display_path}:{hazard.node.lineno}"
             for call in hazard.checkpoints:  # reported at the checkpoint call, as the contract says, wherever it is
@@ -101,3 +103,4 @@ class ReentrantCheckpointUnderFullyShard(Rule):
                     "use non-reentrant checkpointing (use_reentrant=False)"
                 )
                 yield finding_at(call.module, call.node, self.code, summary)
+

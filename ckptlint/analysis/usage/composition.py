@@ -14,13 +14,15 @@ leaves the function is silent.
 from __future__ import annotations
 
 import ast
+import functools
 import weakref
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from ckptlint.analysis.flow.statements import function_scope
+from ckptlint.analysis.flow.statements import callee_leaf, function_scope, last_binding_before
+from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics.evaluator import TypeInference
-from ckptlint.analysis.semantics.values import ClassType, Type, Types
+from ckptlint.analysis.semantics.values import ClassType, Type, Types, element_types
 from ckptlint.analysis.usage.double_checkpointing import (
     DoubleCheckpointing,
     DoubleCheckpointings,
@@ -35,7 +37,7 @@ from ckptlint.analysis.usage.sac_forms import (
     op_packets,
     rejected_context_fns,
 )
-from ckptlint.analysis.usage.sharding import ShardedCheckpoint, Shardings
+from ckptlint.analysis.usage.sharding import Sharding, ShardedCheckpoint, Shardings, modules_iterated
 from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import LAYER_CLASS
 from ckptlint.classes import ClassIndex, ClassInfo
@@ -44,6 +46,7 @@ from ckptlint.symbols import (
     ASSIGN,
     DEF,
     FUNCTION,
+    LOOP,
     MODULE,
     PARAM,
     UNPACK,
@@ -230,7 +233,8 @@ class Composition:
         return _unique(found), model
 
     def _calls_flowing_into(self, expr: ast.AST, scope: Scope) -> Iterator[ast.Call]:
-        """Every call in `expr` and in the values its names were last bound to in `scope`."""
+        """Every call in `expr` and in the values its names were last bound to in `scope`, not
+        through `.detach()` or `.data` (autograd does not go back through them)."""
         stack: list[ast.AST] = [expr]
         seen: set[int] = set()
         while stack and len(seen) < MAX_FLOW:
@@ -238,7 +242,7 @@ class Composition:
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            for child in ast.walk(node):
+            for child in _differentiated_nodes(node):
                 if isinstance(child, ast.Call):
                     yield child
                 elif isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
@@ -286,9 +290,69 @@ class Composition:
         if function is None or [b.kind for b in bindings] != [PARAM] or bindings[0].scope is not function or bindings[0].value is not None:
             return types
         found: set[Type] = set()
-        for argument, call_scope in passed_arguments(self.module, function, expr.id):
+        passed = passed_arguments(self.module, function, expr.id)
+        for argument, call_scope in passed:
             found.update(self._model_types(argument, call_scope, depth + 1))
+        if not passed:
+            found.update(self._named_model(expr.id))
         return frozenset(found)
+
+    def _model_classes(self, expr: ast.expr, scope: Scope) -> list[str]:
+        """The project classes (by name) a model expression holds (huggingface.ModelClasses)."""
+        return sorted(t.name for t in self._module_types(expr, scope) if isinstance(t, ClassType) and not t.built_by)
+
+    def _module_types(self, expr: ast.expr, scope: Scope) -> Types:
+        """What a module expression holds, its root read as `_model_types` reads a model
+        (`model.layers[0]` in `def parallelize(model)`: an element of that model's `layers`)."""
+        types = self.inference.types(expr, self.module, scope)
+        if types:
+            return types
+        if isinstance(expr, ast.Name):
+            return self._model_types(expr, scope)
+        if isinstance(expr, ast.Subscript):
+            return element_types(self._module_types(expr.value, scope))
+        if isinstance(expr, ast.Attribute):
+            found: set[Type] = set()
+            for item in self._module_types(expr.value, scope):
+                if isinstance(item, ClassType):
+                    found.update(self.inference.instance_attribute_types(item, expr.attr))
+            return frozenset(found)
+        return frozenset()
+
+    def _named_model(self, parameter: str) -> Types:
+        """The model class this module defines that a parameter nothing here passes is named
+        after: a script's `gradient_penalty(critic, ...)` beside `class Critic(nn.Module)`, `gen`
+        for `Generator` (its tests or another file make the call). `model`/`net` is the one
+        module class no other class here builds, when it is a whole model (it builds another
+        of them) or the module trains (it differentiates something): a layer library's lone
+        `Block` is not what its `apply_fsdp(model)` helper is given. Nothing when the name fits
+        no class, or `model` fits several."""
+        models = self._module_classes()
+        word = parameter.lower().replace("_", "")
+        if word in _GENERIC_MODEL_NAMES:
+            built = {info.name: {other.name for other in models if other is not info and other.name in _names_in(info.node)} for info in models}
+            roots = [info for info in models if not any(info.name in inner for inner in built.values())]
+            if len(roots) != 1 or not (built[roots[0].name] or self._trains):
+                return frozenset()
+            return frozenset({ClassType(roots[0].qualified_name)})
+        return frozenset(ClassType(info.qualified_name) for info in models if _named_after(word, info.name.lower()))
+
+    @functools.cached_property
+    def _trains(self) -> bool:
+        """Whether this module differentiates anything (`loss.backward()`, `torch.autograd.grad`)."""
+        return any(callee_leaf(call.func) in ("backward", "grad") for call, _ in self.module.calls)
+
+    def _module_classes(self) -> list[ClassInfo]:
+        """The torch module classes this module defines at its top level."""
+        found = []
+        for node, scope in self.module.classes:
+            inner = self.module.scope_of.get(id(node))
+            if scope is not self.module.scope or inner is None:
+                continue
+            info = self.classes.info(self.module, inner)
+            if any(torch_api.is_torch_module_class(a if isinstance(a, str) else a.qualified_name) for a in self.classes.ancestors(info)):
+                found.append(info)
+        return found
 
     def _model_checkpoints(self, types: Types, reentrant_only: bool) -> tuple[tuple[CheckpointCall, ...], str]:
         """The checkpoint calls in the methods of a model's project classes and of the modules
@@ -338,16 +402,74 @@ class Composition:
     def hf_enablings(self) -> Iterator[EnablingHazard]:
         """Reentrant Hugging Face gradient checkpointing of a PEFT-wrapped or frozen model, in a
         function where nothing that always runs with it makes the inputs require grad."""
-        return HfEnablings(self.module, self.finder, self.classes).hazards()
+        return HfEnablings(self.module, self.finder, self.classes, self._model_classes).hazards()
 
     # -- CKP403, CKP405 ---------------------------------------------------------------------
 
     def sharded_checkpoints(self) -> Iterator[ShardedCheckpoint]:
-        """Each checkpoint call of a module that FSDP shards in the same function, with the sharding."""
+        """Each checkpoint call of a module that FSDP shards in the same function, with the
+        sharding; and each checkpoint call in a model's own code of a block that a function here
+        shards with `fully_shard` from outside (`fully_shard(model.layers[0])`, or a loop over
+        `model.layers`, while the model's forward runs `checkpoint(layer, x)` over `self.layers`):
+        the block is a unit before any forward runs, so the checkpoint wraps it."""
         if not self.shardings.mentions_sharding:
             return
         for call in self.calls:
             yield from self.shardings.covering(call)
+        for shardings in self.shardings.by_function.values():
+            for sharding in shardings:
+                yield from self._unit_checkpoints(sharding)
+
+    def _unit_checkpoints(self, sharding: Sharding) -> Iterator[ShardedCheckpoint]:
+        held = self._held_block(sharding)
+        if held is None:
+            return
+        owner, attribute = held
+        roots = [t for t in self._model_types(owner, sharding.scope) if isinstance(t, ClassType) and not t.built_by]
+        for item in roots:
+            info = self.classes.by_name(item.name)
+            if info is None:
+                continue
+            for cls in self.classes.mro(info):
+                for call in self._checkpoints_in_class(cls):
+                    region = call.region
+                    if isinstance(region, ast.Attribute) and region.attr == "__call__":
+                        region = region.value
+                    if isinstance(region, ast.expr) and self._element_of_attribute(region, call, attribute):
+                        what = f"`{ast.unparse(region)}`, a block of {item.short}.{attribute}"
+                        yield ShardedCheckpoint(call, sharding, True, True, what, True)
+
+    def _held_block(self, sharding: Sharding) -> tuple[ast.expr, str] | None:
+        """(`model`, `layers`) for `fully_shard(model.layers[0])`, or for `fully_shard(block)` in
+        a loop over `model.layers` (`.items()`, `enumerate(...)`)."""
+        module = sharding.module
+        if not sharding.fsdp2 or module is None:
+            return None
+        if isinstance(module, ast.Name):
+            binding = last_binding_before(self.module, sharding.scope, module.id, module.lineno)
+            if binding is None or binding.kind != LOOP or binding.value is None:
+                return None
+            module = modules_iterated(binding.value)
+        elif isinstance(module, ast.Subscript):
+            module = module.value
+        else:
+            return None
+        if isinstance(module, ast.Attribute) and isinstance(module.value, ast.Name):
+            return module.value, module.attr
+        return None
+
+    def _element_of_attribute(self, region: ast.expr, call: CheckpointCall, attribute: str) -> bool:
+        """`self.layers[i]`, or a loop variable walking `self.layers`, in a method of the class."""
+        if isinstance(region, ast.Subscript):
+            region = region.value
+        elif isinstance(region, ast.Name):
+            binding = last_binding_before(call.module, call.scope, region.id, region.lineno)
+            if binding is None or binding.kind != LOOP or binding.value is None:
+                return False
+            region = modules_iterated(binding.value)
+        else:
+            return False
+        return isinstance(region, ast.Attribute) and region.attr == attribute and isinstance(region.value, ast.Name) and region.value.id == "self"
 
     def strategy_wraps(self) -> Iterator[tuple[ast.Call, str, str]]:
         """Lightning's `FSDPStrategy(auto_wrap_policy={A}, activation_checkpointing_policy={C})`
@@ -391,7 +513,7 @@ class Composition:
 
     def _instance_of(self, expr: ast.expr, scope: Scope, qualified: str) -> bool:
         """Whether the module `expr` is built from the class `qualified` or a project subclass of it."""
-        for item in self.inference.types(expr, self.module, scope):
+        for item in self._module_types(expr, scope):
             if isinstance(item, ClassType) and not item.built_by:
                 info = self.classes.by_name(item.name)
                 if item.name == qualified or (info is not None and self.classes.inherits_from(info, frozenset({qualified}))):
@@ -479,6 +601,33 @@ def _unconditional(call: CheckpointCall) -> bool:
         if isinstance(node, ast.IfExp) and node.lineno <= line <= (node.end_lineno or node.lineno):
             return False
     return True
+
+
+def _differentiated_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """`ast.walk` of `node`, leaving out what `x.detach()` and `x.data` cut from the graph."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.Call) and isinstance(current.func, ast.Attribute) and current.func.attr in _DETACHING:
+            continue
+        if isinstance(current, ast.Attribute) and current.attr == "data":
+            continue
+        yield current
+        stack.extend(ast.iter_child_nodes(current))
+
+
+_DETACHING = frozenset({"detach", "detach_"})
+_GENERIC_MODEL_NAMES = frozenset({"model", "net", "network"})
+
+
+def _named_after(word: str, class_name: str) -> bool:
+    """`critic` for `Critic`, `gen` for `Generator`, `encoder` for `TextEncoder` (lowercase)."""
+    return word == class_name or (len(word) >= 3 and (class_name.startswith(word) or class_name.endswith(word)))
+
+
+def _names_in(node: ast.ClassDef) -> set[str]:
+    """The names a class body uses (its bases are not what it builds)."""
+    return {n.id for statement in node.body for n in ast.walk(statement) if isinstance(n, ast.Name)}
 
 
 def _unique(calls: Iterable[CheckpointCall]) -> tuple[CheckpointCall, ...]:

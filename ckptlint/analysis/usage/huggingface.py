@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import functools
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ckptlint.calls import CallFinder
 from ckptlint.classes import ClassIndex
@@ -45,6 +45,9 @@ TRAINERS = frozenset(
 LAYER_PARTS = frozenset({"layers", "layer", "h", "blocks", "block", "encoder", "decoder", "transformer", "model"})
 # words in an `if` test that make it about checkpointing itself: a preparer under it runs when checkpointing is on
 CHECKPOINTING_TESTS = ("gradient_checkpointing", "enable_input_require_grads")
+
+
+ModelClasses = Callable[[ast.expr, Scope], list[str]]  # the project classes a model expression holds
 
 
 @dataclass(frozen=True)
@@ -93,10 +96,23 @@ def hf_enabling_reentrant(
 class HfEnablings:
     """The CKP305 facts of one module: each function's enabling calls, read on their own."""
 
-    def __init__(self, module: ModuleSymbols, finder: CallFinder, classes: ClassIndex):
+    def __init__(self, module: ModuleSymbols, finder: CallFinder, classes: ClassIndex, model_classes: ModelClasses | None = None):
         self.module = module
         self.finder = finder
         self.classes = classes
+        self.model_classes = model_classes
+
+    def with_hf_api(self, receiver: ast.expr, scope: Scope) -> bool:
+        """Whether the model is of a project class with Hugging Face's checkpointing API (its own
+        `gradient_checkpointing_enable`, as a script's local model or one ported from transformers
+        defines), read through `model_classes` (a training helper's `model` parameter included)."""
+        if self.model_classes is None:
+            return False
+        for name in self.model_classes(receiver, scope):
+            info = self.classes.by_name(name)
+            if info is not None and self.classes.find_method(info, "gradient_checkpointing_enable") is not None:
+                return True
+        return False
 
     def hazards(self) -> Iterator[EnablingHazard]:
         by_function: dict[int, list[tuple[ast.Call, Scope]]] = {}
@@ -193,9 +209,13 @@ class _Function:
         versions = self.owner.finder.versions
         if isinstance(func, ast.Attribute) and func.attr == "gradient_checkpointing_enable":
             names = self._hf_model_names(func.value, scope)
+            reentrant, mode = hf_enabling_reentrant(keywords, versions, call.args[0] if call.args else None)
+            if not names and isinstance(func.value, ast.Name) and self.owner.with_hf_api(func.value, scope):
+                if not mode.startswith("use_reentrant="):
+                    return None  # the project's own method decides a mode it is not given
+                names = frozenset({func.value.id})
             if not names:
                 return None
-            reentrant, mode = hf_enabling_reentrant(keywords, versions, call.args[0] if call.args else None)
             fixable = "gradient_checkpointing_kwargs" not in keywords and not call.args
             return f"{ast.unparse(func)}()", [names], reentrant, mode, fixable
         if callee_leaf(func) == "TrainingArguments" and qualified.startswith("transformers.") and _keyword_is(call, "gradient_checkpointing", True):
@@ -289,9 +309,8 @@ class _Function:
                     return _Reason(f"whose embeddings are frozen at line {call.lineno}", call)
                 if isinstance(target, ast.Name):
                     frozen_whole = frozen_whole or call
-        loops = [loop for loop in own_statements(self.scope.node) if isinstance(loop, ast.For)]
-        for loop in loops:
-            looped, flag = _parameter_loop(loop)
+        loops = list(_parameter_loops(self.scope.node))
+        for loop, looped, flag in loops:
             if looped is None or root_name(looped) not in names:
                 continue
             if flag is False and _mentions_embeddings(looped):
@@ -305,8 +324,7 @@ class _Function:
             if isinstance(call.func, ast.Attribute) and call.func.attr == "requires_grad_" and _first_is(call, True):
                 if root_name(call.func.value) in names and _names_layers(call.func.value):
                     return _Reason(f"{frozen} with layers unfrozen at line {call.lineno}", frozen_whole)
-        for loop in loops:
-            looped, flag = _parameter_loop(loop)
+        for loop, looped, flag in loops:
             if flag is True and looped is not None and root_name(looped) in names and _names_layers(looped):
                 return _Reason(f"{frozen} with layers unfrozen at line {loop.lineno}", frozen_whole)
         return None
@@ -381,6 +399,22 @@ def _is_enable(call: ast.Call) -> bool:
     return isinstance(call.func, ast.Attribute) and call.func.attr == "gradient_checkpointing_enable"
 
 
+
+
+def _parameter_loops(function: ast.AST) -> Iterator[tuple[ast.For, ast.expr | None, bool | None]]:
+    """Each parameter loop of a function as (loop, X, flag) (`_parameter_loop`); a loop over
+    `module.parameters()` inside `for module in [model.embed_tokens, *model.layers[:2]]:` gives
+    each module the outer loop lists, reported at the outer loop."""
+    loops = [loop for loop in own_statements(function) if isinstance(loop, ast.For)]
+    listed = {id(inner): outer for outer in loops for inner in outer.body if isinstance(inner, ast.For) and isinstance(outer.iter, (ast.List, ast.Tuple))}
+    for loop in loops:
+        looped, flag = _parameter_loop(loop)
+        outer = listed.get(id(loop))
+        if outer is not None and isinstance(looped, ast.Name) and isinstance(outer.target, ast.Name) and outer.target.id == looped.id:
+            for element in outer.iter.elts:  # type: ignore[attr-defined]  # a List or Tuple, as `listed` chose
+                yield outer, element.value if isinstance(element, ast.Starred) else element, flag
+            continue
+        yield loop, looped, flag
 
 
 def _parameter_loop(loop: ast.For) -> tuple[ast.expr | None, bool | None]:
