@@ -48,7 +48,12 @@ class CheckpointAroundShardedModule(Rule):
         self.layers: x = checkpoint(layer, x)`, `self.blocks[i]`) whose blocks a setup function
         shards with `fully_shard` (a loop over `model.layers`, `model.blocks[0]`; the model read
         as CKP304 reads a model parameter) is reported at the forward's checkpoint call, since
-        sharding runs before any forward. Sharding the module a
+        sharding runs before any forward; so is a checkpoint in the model's code (its classes and
+        the modules they build) whose region is an instance of a class that
+        `FullyShardedDataParallel(model, auto_wrap_policy=...)` makes a unit of, the policy named
+        literally (`ModuleWrapPolicy({Block})`, `functools.partial(transformer_auto_wrap_policy,
+        transformer_layer_cls={Block})`, or a name bound to one; a size-based or computed policy
+        is not followed). Sharding the module a
         `checkpoint_wrapper` already holds (`wrapped = checkpoint_wrapper(block)` then
         `fully_shard(block)`) shards it in place inside the wrapper: reported at the wrapper. Lightning's
         `FSDPStrategy(auto_wrap_policy={A}, activation_checkpointing_policy={C})` shards the A

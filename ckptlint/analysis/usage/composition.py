@@ -39,7 +39,7 @@ from ckptlint.analysis.usage.sac_forms import (
 )
 from ckptlint.analysis.usage.sharding import Sharding, ShardedCheckpoint, Shardings, modules_iterated
 from ckptlint.calls import CallFinder, CheckpointCall
-from ckptlint.catalogue import LAYER_CLASS
+from ckptlint.catalogue import LAYER_CLASS, MODEL
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.passed_arguments import passed_arguments
 from ckptlint.symbols import (
@@ -421,6 +421,9 @@ class Composition:
                 yield from self._unit_checkpoints(sharding)
 
     def _unit_checkpoints(self, sharding: Sharding) -> Iterator[ShardedCheckpoint]:
+        if not sharding.fsdp2:
+            yield from self._auto_wrapped_checkpoints(sharding)
+            return
         held = self._held_block(sharding)
         if held is None:
             return
@@ -438,6 +441,55 @@ class Composition:
                     if isinstance(region, ast.expr) and self._element_of_attribute(region, call, attribute):
                         what = f"`{ast.unparse(region)}`, a block of {item.short}.{attribute}"
                         yield ShardedCheckpoint(call, sharding, True, True, what, True)
+
+    def _auto_wrapped_checkpoints(self, sharding: Sharding) -> Iterator[ShardedCheckpoint]:
+        """`FullyShardedDataParallel(model, auto_wrap_policy=ModuleWrapPolicy({Block}))` (or
+        `functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})`) makes
+        each `Block` in the model a unit: a checkpoint call in the model's own code whose region
+        is a `Block` wraps that unit."""
+        wrapped = self._wrap_policy_classes(keyword_value(sharding.node, "auto_wrap_policy"), sharding.scope, 0)
+        if not wrapped or sharding.module is None:
+            return
+        checkpoints, name = self._model_checkpoints(self._module_types(sharding.module, sharding.scope), reentrant_only=False)
+        for call in checkpoints:
+            region = call.region
+            if isinstance(region, ast.Attribute) and region.attr == "__call__":
+                region = region.value
+            if not isinstance(region, ast.expr) or call.api.region_kind == MODEL:
+                continue
+            held = sorted(self._classes_among(self.inference.types(region, call.module, call.scope), wrapped))
+            if held:
+                what = f"`{ast.unparse(region)}`, a {held[0].rpartition('.')[2]} that auto_wrap_policy makes a unit of {name}"
+                yield ShardedCheckpoint(call, sharding, True, False, what, True)
+
+    def _classes_among(self, types: Types, classes: frozenset[str]) -> set[str]:
+        """Which of `classes` the types are instances of (a project subclass counts)."""
+        found: set[str] = set()
+        for item in types:
+            if isinstance(item, ClassType) and not item.built_by:
+                info = self.classes.by_name(item.name)
+                found.update(c for c in classes if item.name == c or (info is not None and self.classes.inherits_from(info, frozenset({c}))))
+        return found
+
+    def _wrap_policy_classes(self, policy: ast.expr | None, scope: Scope, depth: int) -> frozenset[str]:
+        """The classes an FSDP1 wrap policy names literally: `ModuleWrapPolicy({Block})`,
+        `functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})`, or a
+        name bound to one of them."""
+        if isinstance(policy, ast.Name) and depth < 3:
+            binding = last_binding_before(self.module, scope, policy.id, policy.lineno)
+            if binding is not None and binding.kind == ASSIGN and isinstance(binding.value, ast.expr):
+                return self._wrap_policy_classes(binding.value, binding.scope, depth + 1)
+            return frozenset()
+        if not isinstance(policy, ast.Call):
+            return frozenset()
+        name = self._name(policy.func, scope, frozenset({"ModuleWrapPolicy", "partial"})) or ""
+        if name.startswith("torch.distributed.") and name.endswith(".ModuleWrapPolicy"):
+            return self._policy_classes(policy.args[0] if policy.args else keyword_value(policy, "module_classes"), scope)
+        if name == "functools.partial" and policy.args:
+            inner = self._name(policy.args[0], scope, frozenset({"transformer_auto_wrap_policy"})) or ""
+            if inner.startswith("torch.distributed."):
+                return self._policy_classes(keyword_value(policy, "transformer_layer_cls"), scope)
+        return frozenset()
 
     def _held_block(self, sharding: Sharding) -> tuple[ast.expr, str] | None:
         """(`model`, `layers`) for `fully_shard(model.layers[0])`, or for `fully_shard(block)` in
