@@ -36,7 +36,10 @@ class CheckpointAroundShardedModule(Rule):
         Reported at the checkpoint call or wrapper (`checkpoint_wrapper(block)`,
         `checkpoint(block, x)`, composable `checkpoint(block)`) when, earlier in the same
         function, `fully_shard(block)` sharded the same module (in place, or bound to a name:
-        `m = FullyShardedDataParallel(block)` then `checkpoint_wrapper(m)`), and at
+        `m = FullyShardedDataParallel(block)` then `checkpoint_wrapper(m)`; fairscale's
+        `FullyShardedDataParallel` and its `wrap(module)` count as FSDP1, and so do a project
+        subclass of an FSDP class and a project function, named for it (`fsdp_wrap`,
+        `shard_layer`), that returns one of these applied to its first parameter), and at
         `apply_activation_checkpointing` whose `check_fn` selects `FullyShardedDataParallel` or
         `FSDPModule` instances, or the class of modules `fully_shard` sharded before it. A
         module is followed through the bindings of its name in the function (a later

@@ -37,7 +37,7 @@ from ckptlint.analysis.usage.sac_forms import (
     op_packets,
     rejected_context_fns,
 )
-from ckptlint.analysis.usage.sharding import Sharding, ShardedCheckpoint, Shardings, modules_iterated
+from ckptlint.analysis.usage.sharding import FAIRSCALE_WRAP, FSDP1, FSDP2, Sharding, ShardedCheckpoint, Shardings, modules_iterated
 from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import LAYER_CLASS, MODEL
 from ckptlint.classes import ClassIndex, ClassInfo
@@ -118,6 +118,7 @@ class Composition:
             module,
             lambda func, scope, last_words: composition._name(func, scope, last_words),
             lambda expr, scope, qualified: composition._instance_of(expr, scope, qualified),
+            lambda func, scope: composition._sharding_helper(func, scope),
         )
 
     # -- CKP303 -----------------------------------------------------------------------------
@@ -562,6 +563,45 @@ class Composition:
                     checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
                     if checkpoints:
                         yield ModelHazard(sharding.node, "fully_shard", checkpoints, name)
+
+    def _sharding_helper(self, func: ast.expr, scope: Scope) -> tuple[bool, str] | None:
+        """(FSDP2?, its name) for a callee that shards its first argument though FSDP is not its
+        name: a project subclass of an FSDP class, fairscale's `wrap`, or a project function that
+        returns one of those applied to its first parameter (fairseq's `fsdp_wrap(module)`)."""
+        qualified = self._name(func, scope)
+        if qualified is None:
+            return None
+        kind = self._sharding_kind(qualified, 0)
+        return None if kind is None else (kind, ast.unparse(func))
+
+    def _sharding_kind(self, qualified: str, depth: int) -> bool | None:
+        """True for FSDP2, False for FSDP1, None when `qualified` does not shard."""
+        if qualified in FSDP2:
+            return True
+        if qualified in FSDP1 or qualified in FAIRSCALE_WRAP:
+            return False
+        info = self.classes.by_name(qualified)
+        if info is not None:
+            return False if self.classes.inherits_from(info, FSDP1) else None
+        found = self.finder.project.global_binding(qualified) if depth < 2 else None
+        if found is None or found[1].kind != DEF or not isinstance(found[1].node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        module, binding = found
+        function = binding.node
+        assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+        inner = module.scope_of.get(id(function))
+        parameters = [a.arg for a in function.args.posonlyargs + function.args.args]
+        if inner is None or not parameters:
+            return None
+        for statement in own_statements(function):
+            value = statement.value if isinstance(statement, ast.Return) else None
+            if not (isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name) and value.args[0].id == parameters[0]):
+                continue
+            callee = module.qualified_name(value.func, inner)
+            kind = self._sharding_kind(self.finder.project.canonical_name(callee), depth + 1) if callee is not None else None
+            if kind is not None:
+                return kind
+        return None
 
     def _instance_of(self, expr: ast.expr, scope: Scope, qualified: str) -> bool:
         """Whether the module `expr` is built from the class `qualified` or a project subclass of it."""

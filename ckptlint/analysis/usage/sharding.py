@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 from ckptlint.analysis.flow.statements import function_scope, last_binding_before
@@ -33,7 +33,18 @@ from ckptlint.symbols import (
 )
 from ckptlint.syntax import keyword_value, own_statements
 
-FSDP1 = frozenset({"torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel"})
+FSDP1 = frozenset(
+    {
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+        "fairscale.nn.FullyShardedDataParallel",
+        "fairscale.nn.data_parallel.FullyShardedDataParallel",
+        "fairscale.nn.data_parallel.fully_sharded_data_parallel.FullyShardedDataParallel",
+    }
+)
+# fairscale's `wrap(module)`: the wrapper class `enable_wrap(wrapper_cls=FullyShardedDataParallel)` set
+# around it (fairseq's and other trainers' way of sharding layers as the model is built)
+FAIRSCALE_WRAP = frozenset({"fairscale.nn.wrap", "fairscale.nn.wrap.wrap", "fairscale.nn.wrap.auto_wrap.wrap"})
 FSDP2 = frozenset(
     {
         "torch.distributed.fsdp.fully_shard",
@@ -57,11 +68,14 @@ FSDP2_MODULE = frozenset(
 SHARDING_NAMES = frozenset({"FullyShardedDataParallel", "FSDP", "fully_shard"})
 SHARDED_CLASS_NAMES = frozenset({"FullyShardedDataParallel", "FSDP", "FSDPModule"})
 # a module whose text holds none of these shards nothing (read before any call is resolved)
-SHARDING_WORDS = ("fully_shard", "FullyShardedDataParallel", "FSDP")
+SHARDING_WORDS = ("fully_shard", "FullyShardedDataParallel", "FSDP", "fsdp", "fairscale")
 # a loop over these walks a module's children: `for name, block in model.layers.named_children()`
 _CHILDREN = frozenset({"children", "named_children", "values", "items", "modules", "named_modules"})
 
 Name = Callable[[ast.expr, Scope, frozenset[str]], "str | None"]  # Composition._name
+# Composition._sharding_helper: a project helper or FSDP subclass that shards (`fsdp_wrap(layer)`), as
+# (FSDP2?, how the message names it), or None
+Helper = Callable[[ast.expr, Scope], "tuple[bool, str] | None"]
 InstanceOf = Callable[[ast.expr, Scope, str], bool]  # whether the expression's inferred class is (a subclass of) the named one
 
 
@@ -74,10 +88,12 @@ class Sharding:
     fsdp2: bool
     module: ast.expr | None  # the module passed (fully_shard's is sharded in place)
     keys: frozenset[str]
+    through: str = ""  # the project helper that shards (`fsdp_wrap`), when not FSDP itself
 
     @property
     def what(self) -> str:
-        return "fully_shard" if self.fsdp2 else "FullyShardedDataParallel"
+        torch_name = "fully_shard" if self.fsdp2 else "FullyShardedDataParallel"
+        return f"{self.through} ({torch_name})" if self.through else torch_name
 
 
 @dataclass(frozen=True)
@@ -102,10 +118,11 @@ class ShardedCheckpoint:
 class Shardings:
     """The sharding calls of one module, by function, and the checkpoint calls they cover."""
 
-    def __init__(self, module: ModuleSymbols, name: Name, instance_of: InstanceOf):
+    def __init__(self, module: ModuleSymbols, name: Name, instance_of: InstanceOf, helper: Helper | None = None):
         self.module = module
         self.name = name
         self.instance_of = instance_of
+        self.helper = helper
         self._assigned: dict[int, dict[int, list[ast.Assign]]] = {}
 
     @functools.cached_property
@@ -123,6 +140,11 @@ class Shardings:
             qualified = self.name(call.func, scope, SHARDING_NAMES)
             if qualified in FSDP1 or qualified in FSDP2:
                 found.setdefault(id(function_scope(scope)), []).append(self._sharding(call, scope, qualified in FSDP2))
+            elif self.helper is not None and _may_shard(call.func):
+                helper = self.helper(call.func, scope)
+                if helper is not None:
+                    sharding = replace(self._sharding(call, scope, helper[0]), through=helper[1])
+                    found.setdefault(id(function_scope(scope)), []).append(sharding)
         for shardings in found.values():
             shardings.sort(key=lambda s: (s.node.lineno, s.node.col_offset))
         return found
@@ -262,6 +284,14 @@ class Shardings:
                 if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call):
                     found.setdefault(id(statement.value), []).append(statement)
         return found
+
+
+def _may_shard(func: ast.expr) -> bool:
+    """A callee whose name says it may shard (`fsdp_wrap`, `shard_layer`, fairscale's `wrap`,
+    a class named `...FSDP...`): only those are resolved (resolving loads modules)."""
+    leaf = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    lowered = leaf.lower()
+    return "fsdp" in lowered or "shard" in lowered or leaf in ("wrap", "FullyShardedDataParallel")
 
 
 def modules_iterated(iterable: ast.expr) -> ast.expr:
