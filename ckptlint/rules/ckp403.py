@@ -55,8 +55,10 @@ class CheckpointAroundShardedModule(Rule):
         the modules they build) whose region is an instance of a class that
         `FullyShardedDataParallel(model, auto_wrap_policy=...)` makes a unit of, the policy named
         literally (`ModuleWrapPolicy({Block})`, `functools.partial(transformer_auto_wrap_policy,
-        transformer_layer_cls={Block})`, or a name bound to one; a size-based or computed policy
-        is not followed). Sharding the module a
+        transformer_layer_cls={Block})`, or a name bound to one), or a wrap function whose body
+        tests `isinstance(module, Block)` (a def, a lambda given to `lambda_auto_wrap_policy`, or
+        each function a call such as `model.get_fsdp_wrap_policy(strategy)` may return: one
+        per strategy, any of which may be configured); a size-based policy is not followed. Sharding the module a
         `checkpoint_wrapper` already holds (`wrapped = checkpoint_wrapper(block)` then
         `fully_shard(block)`) shards it in place inside the wrapper: reported at the wrapper. Lightning's
         `FSDPStrategy(auto_wrap_policy={A}, activation_checkpointing_policy={C})` shards the A

@@ -22,7 +22,7 @@ from typing import Iterable, Iterator
 from ckptlint.analysis.flow.statements import callee_leaf, function_scope, last_binding_before
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics.evaluator import TypeInference
-from ckptlint.analysis.semantics.values import ClassType, Type, Types, element_types
+from ckptlint.analysis.semantics.values import ClassType, FunctionType, Type, Types, element_types
 from ckptlint.analysis.usage.double_checkpointing import (
     DoubleCheckpointing,
     DoubleCheckpointings,
@@ -481,16 +481,42 @@ class Composition:
             if binding is not None and binding.kind == ASSIGN and isinstance(binding.value, ast.expr):
                 return self._wrap_policy_classes(binding.value, binding.scope, depth + 1)
             return frozenset()
-        if not isinstance(policy, ast.Call):
+        if isinstance(policy, ast.Call):
+            name = self._name(policy.func, scope, frozenset({"ModuleWrapPolicy", "partial"})) or ""
+            if name.startswith("torch.distributed.") and name.endswith(".ModuleWrapPolicy"):
+                return self._policy_classes(policy.args[0] if policy.args else keyword_value(policy, "module_classes"), scope)
+            if name == "functools.partial" and policy.args:
+                inner = self._name(policy.args[0], scope, frozenset({"transformer_auto_wrap_policy", "lambda_auto_wrap_policy"})) or ""
+                if inner.startswith("torch.distributed.") and inner.endswith("transformer_auto_wrap_policy"):
+                    return self._policy_classes(keyword_value(policy, "transformer_layer_cls"), scope)
+                if inner.startswith("torch.distributed.") and inner.endswith("lambda_auto_wrap_policy"):
+                    return self._wrap_function_classes(keyword_value(policy, "lambda_fn"), scope)
+        return self._wrap_function_classes(policy, scope)
+
+    def _wrap_function_classes(self, policy: ast.expr | None, scope: Scope) -> frozenset[str]:
+        """The classes a project wrap function tests with `isinstance` (`def fsdp_wrap_fn(module,
+        recurse, ...): return isinstance(module, Block)`, a lambda): the function itself, or each
+        one a call returns (`model.get_fsdp_wrap_policy(strategy)` returning one per strategy:
+        any of them may be the one configured)."""
+        if policy is None:
             return frozenset()
-        name = self._name(policy.func, scope, frozenset({"ModuleWrapPolicy", "partial"})) or ""
-        if name.startswith("torch.distributed.") and name.endswith(".ModuleWrapPolicy"):
-            return self._policy_classes(policy.args[0] if policy.args else keyword_value(policy, "module_classes"), scope)
-        if name == "functools.partial" and policy.args:
-            inner = self._name(policy.args[0], scope, frozenset({"transformer_auto_wrap_policy"})) or ""
-            if inner.startswith("torch.distributed."):
-                return self._policy_classes(keyword_value(policy, "transformer_layer_cls"), scope)
-        return frozenset()
+        found: set[str] = set()
+        for item in self.inference.types(policy, self.module, scope):
+            if not isinstance(item, FunctionType) or not isinstance(item.module, ModuleSymbols):
+                continue
+            module, function = item.module, item.node
+            inner = module.scope_of.get(id(function))
+            if inner is None or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            body: list[ast.AST] = [function.body] if isinstance(function, ast.Lambda) else list(own_statements(function))
+            for node in (n for part in body for n in ast.walk(part)):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" and len(node.args) == 2:
+                    tested = node.args[1]
+                    for element in tested.elts if isinstance(tested, ast.Tuple) else [tested]:
+                        name = module.qualified_name(element, inner) if isinstance(element, (ast.Name, ast.Attribute)) else None
+                        if name is not None:
+                            found.add(self.finder.project.canonical_name(name))
+        return frozenset(found)
 
     def _held_block(self, sharding: Sharding) -> tuple[ast.expr, str] | None:
         """(`model`, `layers`) for `fully_shard(model.layers[0])`, or for `fully_shard(block)` in
