@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Iterator
 
 from ckptlint.finding import Finding
@@ -58,7 +59,12 @@ class CheckpointAroundShardedModule(Rule):
         transformer_layer_cls={Block})`, or a name bound to one), or a wrap function whose body
         tests `isinstance(module, Block)` (a def, a lambda given to `lambda_auto_wrap_policy`, or
         each function a call such as `model.get_fsdp_wrap_policy(strategy)` may return: one
-        per strategy, any of which may be configured); a size-based policy is not followed. Sharding the module a
+        per strategy, any of which may be configured); a size-based policy is not followed.
+        A transformers model's `gradient_checkpointing_enable()` (the model from `from_pretrained`
+        or a PEFT wrap, as CKP305 reads it) is reported when the same function shards its decoder
+        layers with `fully_shard` (`for layer in model.model.layers`, `model.model.layers[0]`):
+        transformers checkpoints each layer's `__call__`, FSDP2's hooks included; sharding only
+        the root is silent. Sharding the module a
         `checkpoint_wrapper` already holds (`wrapped = checkpoint_wrapper(block)` then
         `fully_shard(block)`) shards it in place inside the wrapper: reported at the wrapper. Lightning's
         `FSDPStrategy(auto_wrap_policy={A}, activation_checkpointing_policy={C})` shards the A
@@ -121,6 +127,14 @@ class CheckpointAroundShardedModule(Rule):
                 "runs in another dtype); checkpoint the module first, then shard it"
             )
             yield finding_at(found.call.module, found.call.node, self.code, summary)
+        for layers in context.composition.hf_sharded_layers():
+            summary = (
+                f"{ast.unparse(layers.node.func)}() checkpoints each of the transformers model's layers around its FSDP unit "
+                f"(`{layers.layers}`, sharded by fully_shard at line {layers.sharding.lineno}): transformers checkpoints each "
+                "layer's `__call__`, FSDP2's hooks included, so the recompute in backward re-runs them in FSDP's backward state; "
+                "checkpoint inside the unit instead (`checkpoint_wrapper` each layer, then `fully_shard` it)"
+            )
+            yield finding_at(context.module, layers.node, self.code, summary)
         for call, checkpointed, sharded in context.composition.strategy_wraps():
             summary = (
                 f"FSDPStrategy checkpoints {checkpointed} (activation_checkpointing_policy) around the {sharded} modules it "

@@ -27,7 +27,7 @@ from ckptlint.analysis.usage.double_checkpointing import (
     DoubleCheckpointing,
     DoubleCheckpointings,
 )
-from ckptlint.analysis.usage.huggingface import EnablingHazard, HfEnablings
+from ckptlint.analysis.usage.huggingface import EnablingHazard, HfEnablings, ShardedLayers
 from ckptlint.analysis.usage.sac_forms import (
     ContextOf,
     HookedSelectiveCall,
@@ -549,6 +549,13 @@ class Composition:
         else:
             return False
         return isinstance(region, ast.Attribute) and region.attr == attribute and isinstance(region.value, ast.Name) and region.value.id == "self"
+
+    def hf_sharded_layers(self) -> Iterator[ShardedLayers]:
+        """`model.gradient_checkpointing_enable()` on a transformers model whose decoder layers the
+        same function shards with `fully_shard` (huggingface.ShardedLayers)."""
+        if not self.shardings.mentions_sharding:
+            return iter(())
+        return HfEnablings(self.module, self.finder, self.classes).sharded_layers(FSDP2)
 
     def strategy_wraps(self) -> Iterator[tuple[ast.Call, str, str]]:
         """Lightning's `FSDPStrategy(auto_wrap_policy={A}, activation_checkpointing_policy={C})`

@@ -24,7 +24,8 @@ from ckptlint.calls import CallFinder
 from ckptlint.classes import ClassIndex
 from ckptlint.modes import hugging_face_enabling_default
 from ckptlint.analysis.flow.statements import callee_leaf, function_scope, if_branches, root_name
-from ckptlint.symbols import ASSIGN, DEF, ModuleSymbols, Scope
+from ckptlint.analysis.usage.sharding import modules_iterated
+from ckptlint.symbols import ASSIGN, DEF, LOOP, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value, own_nodes, own_statements
 from ckptlint.versions import Versions
 
@@ -43,6 +44,8 @@ TRAINERS = frozenset(
 )
 # parts of a model that hold its checkpointed layers (unfreezing one of them after freezing the whole model)
 LAYER_PARTS = frozenset({"layers", "layer", "h", "blocks", "block", "encoder", "decoder", "transformer", "model"})
+# the attributes holding a transformers model's decoder layers (each a GradientCheckpointingLayer)
+DECODER_LAYERS = frozenset({"layers", "layer", "h", "blocks"})
 # words in an `if` test that make it about checkpointing itself: a preparer under it runs when checkpointing is on
 CHECKPOINTING_TESTS = ("gradient_checkpointing", "enable_input_require_grads")
 
@@ -93,6 +96,17 @@ def hf_enabling_reentrant(
     return None, ""
 
 
+@dataclass(frozen=True)
+class ShardedLayers:
+    """`model.gradient_checkpointing_enable()` on a Hugging Face model whose decoder layers the same
+    function shards with `fully_shard` (`for layer in model.model.layers: fully_shard(layer)`):
+    transformers checkpoints each layer's `__call__`, FSDP2's hooks included (CKP403)."""
+
+    node: ast.Call  # the enabling call
+    sharding: ast.Call  # the `fully_shard(layer)` call
+    layers: str  # `model.model.layers`
+
+
 class HfEnablings:
     """The CKP305 facts of one module: each function's enabling calls, read on their own."""
 
@@ -120,6 +134,16 @@ class HfEnablings:
             by_function.setdefault(id(function_scope(scope)), []).append((call, scope))
         for calls in by_function.values():
             yield from _Function(self, calls).hazards()
+
+    def sharded_layers(self, fsdp2_names: frozenset[str]) -> Iterator[ShardedLayers]:
+        """Each enabling call whose model's layers its function shards (`ShardedLayers`);
+        `fsdp2_names`: `fully_shard`'s qualified names."""
+        by_function: dict[int, list[tuple[ast.Call, Scope]]] = {}
+        for call, scope in self.module.calls:
+            by_function.setdefault(id(function_scope(scope)), []).append((call, scope))
+        for calls in by_function.values():
+            if any(_is_enable(call) for call, _ in calls):
+                yield from _Function(self, calls).sharded_layers(fsdp2_names)
 
     def name(self, func: ast.expr, scope: Scope) -> str | None:
         name = self.module.qualified_name(func, scope)
@@ -196,6 +220,37 @@ class _Function:
                 if not any(self._covers(p, (call, reason.node)) for p in preparers):
                     yield EnablingHazard(call, what, reason.why, mode, fixable)
                     break
+
+    def sharded_layers(self, fsdp2_names: frozenset[str]) -> Iterator[ShardedLayers]:
+        for call, scope in self.calls:
+            if not (_is_enable(call) and isinstance(call.func, ast.Attribute)):
+                continue
+            names = self._hf_model_names(call.func.value, scope)
+            if not names:
+                continue
+            for sharding, sharding_scope in self.calls:
+                if callee_leaf(sharding.func) != "fully_shard" or not sharding.args or self.owner.name(sharding.func, sharding_scope) not in fsdp2_names:
+                    continue
+                layers = self._layers_walked(sharding.args[0], sharding_scope, names)
+                if layers is not None:
+                    yield ShardedLayers(call, sharding, layers)
+                    break
+
+    def _layers_walked(self, module: ast.expr, scope: Scope, names: frozenset[str]) -> str | None:
+        """`model.model.layers` when `module` is a loop variable over a model's layers (or an
+        element of them: `model.model.layers[0]`), the model one of `names`."""
+        if isinstance(module, ast.Subscript):
+            walked: ast.expr = module.value
+        elif isinstance(module, ast.Name):
+            loops = [b.value for b in scope.bindings.get(module.id, []) if b.kind == LOOP]
+            if len(loops) != 1 or not isinstance(loops[0], ast.expr):
+                return None
+            walked = modules_iterated(loops[0])
+        else:
+            return None
+        if isinstance(walked, ast.Attribute) and walked.attr in DECODER_LAYERS and root_name(walked) in names:
+            return ast.unparse(walked)
+        return None
 
     def _enabling(self, call: ast.Call, scope: Scope) -> tuple[str, Iterable[frozenset[str]], bool | None, str, bool] | None:
         """What the call switches on, the model names it applies to, the mode, whether the fix can edit it."""
