@@ -460,7 +460,7 @@ class Composition:
                 continue
             held = sorted(self._classes_among(self.inference.types(region, call.module, call.scope), wrapped))
             if held:
-                what = f"`{ast.unparse(region)}`, a {held[0].rpartition('.')[2]} that auto_wrap_policy makes a unit of {name}"
+                what = f"`{ast.unparse(region)}`, of class {held[0].rpartition('.')[2]}, which auto_wrap_policy makes a unit in {name}"
                 yield ShardedCheckpoint(call, sharding, True, False, what, True)
 
     def _classes_among(self, types: Types, classes: frozenset[str]) -> set[str]:
