@@ -36,7 +36,7 @@ class CheckpointAroundShardedModule(Rule):
 
         Reported at the checkpoint call or wrapper (`checkpoint_wrapper(block)`,
         `checkpoint(block, x)`, composable `checkpoint(block)`) when, earlier in the same
-        function, `fully_shard(block)` sharded the same module (in place, or bound to a name:
+        function (not in the other arm of an `if`), `fully_shard(block)` sharded the same module (in place, or bound to a name:
         `m = FullyShardedDataParallel(block)` then `checkpoint_wrapper(m)`; fairscale's
         `FullyShardedDataParallel` and its `wrap(module)` count as FSDP1, and so do a project
         subclass of an FSDP class and a project function, named for it (`fsdp_wrap`,

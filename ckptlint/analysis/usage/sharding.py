@@ -20,7 +20,7 @@ import functools
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from ckptlint.analysis.flow.statements import function_scope, last_binding_before
+from ckptlint.analysis.flow.statements import exclusive_lines, function_scope, last_binding_before
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import MODEL
 from ckptlint.symbols import (
@@ -187,7 +187,10 @@ class Shardings:
         # the unit inside the wrapper, when the name is sure to be that module (not a loop variable,
         # whose iterable may hold the wrappers by then, as torchtitan's second loop does)
         holds_module = call.api.name.rsplit(".", 1)[-1] == "checkpoint_wrapper" and not key.startswith("each ")
+        function = function_scope(call.scope).node
         for sharding in shardings:
+            if exclusive_lines(function, sharding.node.lineno, line):
+                continue  # `if with_fsdp: ... shard ... else: ... checkpoint ...`: never both in one run
             first = sharding.node.lineno < line
             if key in sharding.keys or (not first and results & sharding.keys):
                 around = first or (holds_module and key in sharding.keys and sharding.fsdp2)
