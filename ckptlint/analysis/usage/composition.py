@@ -8,26 +8,28 @@ or a `torch.func` transform, or switched to reentrant checkpointing by Hugging F
 model whose embeddings give no gradient. Each is a short chain of facts inside one
 function (a model built from a project class, then wrapped or differentiated); a finding
 needs every link known, so an unknown model, a mode read from a variable or a chain that
-leaves the function is silent.
+leaves the function is silent; two chains are followed out of it: a script's untyped model
+parameter (model_parameters.py) and the units a setup function makes for a model whose own
+forward checkpoints (fsdp_units.py).
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import weakref
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from ckptlint.analysis.flow.statements import callee_leaf, function_scope, last_binding_before
-from ckptlint.analysis.knowledge import torch_api
+from ckptlint.analysis.flow.statements import function_scope
 from ckptlint.analysis.semantics.evaluator import TypeInference
-from ckptlint.analysis.semantics.values import ClassType, FunctionType, Type, Types, element_types
+from ckptlint.analysis.semantics.values import ClassType, Types
 from ckptlint.analysis.usage.double_checkpointing import (
     DoubleCheckpointing,
     DoubleCheckpointings,
 )
 from ckptlint.analysis.usage.huggingface import EnablingHazard, HfEnablings, ShardedLayers
+from ckptlint.analysis.usage.fsdp_units import FsdpUnits
+from ckptlint.analysis.usage.model_parameters import ModelParameters
 from ckptlint.analysis.usage.sac_forms import (
     ContextOf,
     HookedSelectiveCall,
@@ -37,18 +39,13 @@ from ckptlint.analysis.usage.sac_forms import (
     op_packets,
     rejected_context_fns,
 )
-from ckptlint.analysis.usage.sharding import FAIRSCALE_WRAP, FSDP1, FSDP2, Sharding, ShardedCheckpoint, Shardings, modules_iterated
+from ckptlint.analysis.usage.sharding import FSDP2, ShardedCheckpoint, Shardings
 from ckptlint.calls import CallFinder, CheckpointCall
-from ckptlint.catalogue import LAYER_CLASS, MODEL
+from ckptlint.catalogue import LAYER_CLASS
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.passed_arguments import passed_arguments
 from ckptlint.symbols import (
     ASSIGN,
     DEF,
-    FUNCTION,
-    LOOP,
-    MODULE,
-    PARAM,
     UNPACK,
     Binding,
     ModuleSymbols,
@@ -111,6 +108,7 @@ class Composition:
         self._by_node = {id(call.node): call for call in calls}
         self._class_calls: dict[int, list[CheckpointCall]] = {}  # class scope -> its checkpoint calls
         self._module_calls: dict[int, list[CheckpointCall]] = {id(module): calls}
+        self.models = ModelParameters(module, inference)
         # through a proxy: a bound method would make a cycle, and the analysis runs with the cyclic
         # garbage collector off (each module's Composition, and all it reaches, would stay)
         composition = weakref.proxy(self)
@@ -118,7 +116,16 @@ class Composition:
             module,
             lambda func, scope, last_words: composition._name(func, scope, last_words),
             lambda expr, scope, qualified: composition._instance_of(expr, scope, qualified),
-            lambda func, scope: composition._sharding_helper(func, scope),
+            lambda func, scope: composition.units.sharding_helper(func, scope),
+        )
+        self.units = FsdpUnits(
+            module,
+            inference,
+            finder,
+            self.models,
+            lambda func, scope, last_words: composition._name(func, scope, last_words),
+            lambda types: composition._model_checkpoints(types, reentrant_only=False),
+            lambda info: composition._checkpoints_in_class(info),
         )
 
     # -- CKP303 -----------------------------------------------------------------------------
@@ -276,84 +283,17 @@ class Composition:
 
     # -- models -----------------------------------------------------------------------------
 
-    def _model_types(self, expr: ast.expr, scope: Scope, depth: int = 0) -> Types:
-        """What a model expression holds; for a parameter of a module-level function that nothing
-        annotates (`def train_step(model, batch)`), what this module's calls of the function pass
-        it, followed through such parameters up to three calls out (`main` builds the model and
-        hands it to `critic_step`, which hands it to `gradient_penalty`). Asked only here, where
-        the question is which model a training script wraps or differentiates: in the evaluator
-        every region's helpers would take their callers' values, for a cost nobody measured."""
-        types = self.inference.types(expr, self.module, scope)
-        if types or depth >= 3 or not isinstance(expr, ast.Name):
-            return types
-        function = scope if scope.kind == FUNCTION and scope.parent is not None and scope.parent.kind == MODULE else None
-        bindings = self.module.lookup(scope, expr.id)
-        if function is None or [b.kind for b in bindings] != [PARAM] or bindings[0].scope is not function or bindings[0].value is not None:
-            return types
-        found: set[Type] = set()
-        passed = passed_arguments(self.module, function, expr.id)
-        for argument, call_scope in passed:
-            found.update(self._model_types(argument, call_scope, depth + 1))
-        if not passed:
-            found.update(self._named_model(expr.id))
-        return frozenset(found)
+    def _model_types(self, expr: ast.expr, scope: Scope) -> Types:
+        """What a model expression holds (model_parameters.py: a training script's untyped parameters)."""
+        return self.models.model_types(expr, scope)
+
+    def _module_types(self, expr: ast.expr, scope: Scope) -> Types:
+        """What a module expression holds, its root read as a model (`model.layers[0]`)."""
+        return self.models.module_types(expr, scope)
 
     def _model_classes(self, expr: ast.expr, scope: Scope) -> list[str]:
         """The project classes (by name) a model expression holds (huggingface.ModelClasses)."""
         return sorted(t.name for t in self._module_types(expr, scope) if isinstance(t, ClassType) and not t.built_by)
-
-    def _module_types(self, expr: ast.expr, scope: Scope) -> Types:
-        """What a module expression holds, its root read as `_model_types` reads a model
-        (`model.layers[0]` in `def parallelize(model)`: an element of that model's `layers`)."""
-        types = self.inference.types(expr, self.module, scope)
-        if types:
-            return types
-        if isinstance(expr, ast.Name):
-            return self._model_types(expr, scope)
-        if isinstance(expr, ast.Subscript):
-            return element_types(self._module_types(expr.value, scope))
-        if isinstance(expr, ast.Attribute):
-            found: set[Type] = set()
-            for item in self._module_types(expr.value, scope):
-                if isinstance(item, ClassType):
-                    found.update(self.inference.instance_attribute_types(item, expr.attr))
-            return frozenset(found)
-        return frozenset()
-
-    def _named_model(self, parameter: str) -> Types:
-        """The model class this module defines that a parameter nothing here passes is named
-        after: a script's `gradient_penalty(critic, ...)` beside `class Critic(nn.Module)`, `gen`
-        for `Generator` (its tests or another file make the call). `model`/`net` is the one
-        module class no other class here builds, when it is a whole model (it builds another
-        of them) or the module trains (it differentiates something): a layer library's lone
-        `Block` is not what its `apply_fsdp(model)` helper is given. Nothing when the name fits
-        no class, or `model` fits several."""
-        models = self._module_classes()
-        word = parameter.lower().replace("_", "")
-        if word in _GENERIC_MODEL_NAMES:
-            built = {info.name: {other.name for other in models if other is not info and other.name in _names_in(info.node)} for info in models}
-            roots = [info for info in models if not any(info.name in inner for inner in built.values())]
-            if len(roots) != 1 or not (built[roots[0].name] or self._trains):
-                return frozenset()
-            return frozenset({ClassType(roots[0].qualified_name)})
-        return frozenset(ClassType(info.qualified_name) for info in models if _named_after(word, info.name.lower()))
-
-    @functools.cached_property
-    def _trains(self) -> bool:
-        """Whether this module differentiates anything (`loss.backward()`, `torch.autograd.grad`)."""
-        return any(callee_leaf(call.func) in ("backward", "grad") for call, _ in self.module.calls)
-
-    def _module_classes(self) -> list[ClassInfo]:
-        """The torch module classes this module defines at its top level."""
-        found = []
-        for node, scope in self.module.classes:
-            inner = self.module.scope_of.get(id(node))
-            if scope is not self.module.scope or inner is None:
-                continue
-            info = self.classes.info(self.module, inner)
-            if any(torch_api.is_torch_module_class(a if isinstance(a, str) else a.qualified_name) for a in self.classes.ancestors(info)):
-                found.append(info)
-        return found
 
     def _model_checkpoints(self, types: Types, reentrant_only: bool) -> tuple[tuple[CheckpointCall, ...], str]:
         """The checkpoint calls in the methods of a model's project classes and of the modules
@@ -419,136 +359,7 @@ class Composition:
             yield from self.shardings.covering(call)
         for shardings in self.shardings.by_function.values():
             for sharding in shardings:
-                yield from self._unit_checkpoints(sharding)
-
-    def _unit_checkpoints(self, sharding: Sharding) -> Iterator[ShardedCheckpoint]:
-        if not sharding.fsdp2:
-            yield from self._auto_wrapped_checkpoints(sharding)
-            return
-        held = self._held_block(sharding)
-        if held is None:
-            return
-        owner, attribute = held
-        roots = [t for t in self._model_types(owner, sharding.scope) if isinstance(t, ClassType) and not t.built_by]
-        for item in roots:
-            info = self.classes.by_name(item.name)
-            if info is None:
-                continue
-            for cls in self.classes.mro(info):
-                for call in self._checkpoints_in_class(cls):
-                    region = call.region
-                    if isinstance(region, ast.Attribute) and region.attr == "__call__":
-                        region = region.value
-                    if isinstance(region, ast.expr) and self._element_of_attribute(region, call, attribute):
-                        what = f"`{ast.unparse(region)}`, a block of {item.short}.{attribute}"
-                        yield ShardedCheckpoint(call, sharding, True, True, what, True)
-
-    def _auto_wrapped_checkpoints(self, sharding: Sharding) -> Iterator[ShardedCheckpoint]:
-        """`FullyShardedDataParallel(model, auto_wrap_policy=ModuleWrapPolicy({Block}))` (or
-        `functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})`) makes
-        each `Block` in the model a unit: a checkpoint call in the model's own code whose region
-        is a `Block` wraps that unit."""
-        wrapped = self._wrap_policy_classes(keyword_value(sharding.node, "auto_wrap_policy"), sharding.scope, 0)
-        if not wrapped or sharding.module is None:
-            return
-        checkpoints, name = self._model_checkpoints(self._module_types(sharding.module, sharding.scope), reentrant_only=False)
-        for call in checkpoints:
-            region = call.region
-            if isinstance(region, ast.Attribute) and region.attr == "__call__":
-                region = region.value
-            if not isinstance(region, ast.expr) or call.api.region_kind == MODEL:
-                continue
-            held = sorted(self._classes_among(self.inference.types(region, call.module, call.scope), wrapped))
-            if held:
-                what = f"`{ast.unparse(region)}`, of class {held[0].rpartition('.')[2]}, which auto_wrap_policy makes a unit in {name}"
-                yield ShardedCheckpoint(call, sharding, True, False, what, True)
-
-    def _classes_among(self, types: Types, classes: frozenset[str]) -> set[str]:
-        """Which of `classes` the types are instances of (a project subclass counts)."""
-        found: set[str] = set()
-        for item in types:
-            if isinstance(item, ClassType) and not item.built_by:
-                info = self.classes.by_name(item.name)
-                found.update(c for c in classes if item.name == c or (info is not None and self.classes.inherits_from(info, frozenset({c}))))
-        return found
-
-    def _wrap_policy_classes(self, policy: ast.expr | None, scope: Scope, depth: int) -> frozenset[str]:
-        """The classes an FSDP1 wrap policy names literally: `ModuleWrapPolicy({Block})`,
-        `functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})`, or a
-        name bound to one of them."""
-        if isinstance(policy, ast.Name) and depth < 3:
-            binding = last_binding_before(self.module, scope, policy.id, policy.lineno)
-            if binding is not None and binding.kind == ASSIGN and isinstance(binding.value, ast.expr):
-                return self._wrap_policy_classes(binding.value, binding.scope, depth + 1)
-            return frozenset()
-        if isinstance(policy, ast.Call):
-            name = self._name(policy.func, scope, frozenset({"ModuleWrapPolicy", "partial"})) or ""
-            if name.startswith("torch.distributed.") and name.endswith(".ModuleWrapPolicy"):
-                return self._policy_classes(policy.args[0] if policy.args else keyword_value(policy, "module_classes"), scope)
-            if name == "functools.partial" and policy.args:
-                inner = self._name(policy.args[0], scope, frozenset({"transformer_auto_wrap_policy", "lambda_auto_wrap_policy"})) or ""
-                if inner.startswith("torch.distributed.") and inner.endswith("transformer_auto_wrap_policy"):
-                    return self._policy_classes(keyword_value(policy, "transformer_layer_cls"), scope)
-                if inner.startswith("torch.distributed.") and inner.endswith("lambda_auto_wrap_policy"):
-                    return self._wrap_function_classes(keyword_value(policy, "lambda_fn"), scope)
-        return self._wrap_function_classes(policy, scope)
-
-    def _wrap_function_classes(self, policy: ast.expr | None, scope: Scope) -> frozenset[str]:
-        """The classes a project wrap function tests with `isinstance` (`def fsdp_wrap_fn(module,
-        recurse, ...): return isinstance(module, Block)`, a lambda): the function itself, or each
-        one a call returns (`model.get_fsdp_wrap_policy(strategy)` returning one per strategy:
-        any of them may be the one configured)."""
-        if policy is None:
-            return frozenset()
-        found: set[str] = set()
-        for item in self.inference.types(policy, self.module, scope):
-            if not isinstance(item, FunctionType) or not isinstance(item.module, ModuleSymbols):
-                continue
-            module, function = item.module, item.node
-            inner = module.scope_of.get(id(function))
-            if inner is None or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                continue
-            body: list[ast.AST] = [function.body] if isinstance(function, ast.Lambda) else list(own_statements(function))
-            for node in (n for part in body for n in ast.walk(part)):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" and len(node.args) == 2:
-                    tested = node.args[1]
-                    for element in tested.elts if isinstance(tested, ast.Tuple) else [tested]:
-                        name = module.qualified_name(element, inner) if isinstance(element, (ast.Name, ast.Attribute)) else None
-                        if name is not None:
-                            found.add(self.finder.project.canonical_name(name))
-        return frozenset(found)
-
-    def _held_block(self, sharding: Sharding) -> tuple[ast.expr, str] | None:
-        """(`model`, `layers`) for `fully_shard(model.layers[0])`, or for `fully_shard(block)` in
-        a loop over `model.layers` (`.items()`, `enumerate(...)`)."""
-        module = sharding.module
-        if not sharding.fsdp2 or module is None:
-            return None
-        if isinstance(module, ast.Name):
-            binding = last_binding_before(self.module, sharding.scope, module.id, module.lineno)
-            if binding is None or binding.kind != LOOP or binding.value is None:
-                return None
-            module = modules_iterated(binding.value)
-        elif isinstance(module, ast.Subscript):
-            module = module.value
-        else:
-            return None
-        if isinstance(module, ast.Attribute) and isinstance(module.value, ast.Name):
-            return module.value, module.attr
-        return None
-
-    def _element_of_attribute(self, region: ast.expr, call: CheckpointCall, attribute: str) -> bool:
-        """`self.layers[i]`, or a loop variable walking `self.layers`, in a method of the class."""
-        if isinstance(region, ast.Subscript):
-            region = region.value
-        elif isinstance(region, ast.Name):
-            binding = last_binding_before(call.module, call.scope, region.id, region.lineno)
-            if binding is None or binding.kind != LOOP or binding.value is None:
-                return False
-            region = modules_iterated(binding.value)
-        else:
-            return False
-        return isinstance(region, ast.Attribute) and region.attr == attribute and isinstance(region.value, ast.Name) and region.value.id == "self"
+                yield from self.units.checkpoints_around(sharding)
 
     def hf_sharded_layers(self) -> Iterator[ShardedLayers]:
         """`model.gradient_checkpointing_enable()` on a transformers model whose decoder layers the
@@ -567,25 +378,14 @@ class Composition:
         for call, scope in self.module.calls:
             if self._name(call.func, scope, STRATEGY_NAMES) not in LIGHTNING_FSDP_STRATEGIES:
                 continue
-            wrapped = self._policy_classes(keyword_value(call, "auto_wrap_policy"), scope)
-            checkpointed = self._policy_classes(keyword_value(call, "activation_checkpointing_policy"), scope)
+            wrapped = self.units.policy_classes(keyword_value(call, "auto_wrap_policy"), scope)
+            checkpointed = self.units.policy_classes(keyword_value(call, "activation_checkpointing_policy"), scope)
             for name in sorted(checkpointed - wrapped):
                 inside = {t.name for t in self.inference.construction.descendants(self.inference, frozenset({ClassType(name)})) if isinstance(t, ClassType)}
                 held = sorted(inside & wrapped)
                 if held:
                     yield call, name.rpartition(".")[2], held[0].rpartition(".")[2]
                     break
-
-    def _policy_classes(self, policy: ast.expr | None, scope: Scope) -> frozenset[str]:
-        """The classes a literal policy set names (`{Block}`, `{torch.nn.Linear}`), canonical."""
-        if not isinstance(policy, (ast.Set, ast.List, ast.Tuple)):
-            return frozenset()
-        found = set()
-        for element in policy.elts:
-            name = self.module.qualified_name(element, scope) if isinstance(element, (ast.Name, ast.Attribute)) else None
-            if name is not None:
-                found.add(self.finder.project.canonical_name(name))
-        return frozenset(found)
 
     def reentrant_sharded_models(self) -> Iterator[ModelHazard]:
         """`fully_shard(model)` of a model whose project classes checkpoint reentrantly."""
@@ -596,45 +396,6 @@ class Composition:
                     checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
                     if checkpoints:
                         yield ModelHazard(sharding.node, "fully_shard", checkpoints, name)
-
-    def _sharding_helper(self, func: ast.expr, scope: Scope) -> tuple[bool, str] | None:
-        """(FSDP2?, its name) for a callee that shards its first argument though FSDP is not its
-        name: a project subclass of an FSDP class, fairscale's `wrap`, or a project function that
-        returns one of those applied to its first parameter (fairseq's `fsdp_wrap(module)`)."""
-        qualified = self._name(func, scope)
-        if qualified is None:
-            return None
-        kind = self._sharding_kind(qualified, 0)
-        return None if kind is None else (kind, ast.unparse(func))
-
-    def _sharding_kind(self, qualified: str, depth: int) -> bool | None:
-        """True for FSDP2, False for FSDP1, None when `qualified` does not shard."""
-        if qualified in FSDP2:
-            return True
-        if qualified in FSDP1 or qualified in FAIRSCALE_WRAP:
-            return False
-        info = self.classes.by_name(qualified)
-        if info is not None:
-            return False if self.classes.inherits_from(info, FSDP1) else None
-        found = self.finder.project.global_binding(qualified) if depth < 2 else None
-        if found is None or found[1].kind != DEF or not isinstance(found[1].node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return None
-        module, binding = found
-        function = binding.node
-        assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
-        inner = module.scope_of.get(id(function))
-        parameters = [a.arg for a in function.args.posonlyargs + function.args.args]
-        if inner is None or not parameters:
-            return None
-        for statement in own_statements(function):
-            value = statement.value if isinstance(statement, ast.Return) else None
-            if not (isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name) and value.args[0].id == parameters[0]):
-                continue
-            callee = module.qualified_name(value.func, inner)
-            kind = self._sharding_kind(self.finder.project.canonical_name(callee), depth + 1) if callee is not None else None
-            if kind is not None:
-                return kind
-        return None
 
     def _instance_of(self, expr: ast.expr, scope: Scope, qualified: str) -> bool:
         """Whether the module `expr` is built from the class `qualified` or a project subclass of it."""
@@ -742,17 +503,6 @@ def _differentiated_nodes(node: ast.AST) -> Iterator[ast.AST]:
 
 
 _DETACHING = frozenset({"detach", "detach_"})
-_GENERIC_MODEL_NAMES = frozenset({"model", "net", "network"})
-
-
-def _named_after(word: str, class_name: str) -> bool:
-    """`critic` for `Critic`, `gen` for `Generator`, `encoder` for `TextEncoder` (lowercase)."""
-    return word == class_name or (len(word) >= 3 and (class_name.startswith(word) or class_name.endswith(word)))
-
-
-def _names_in(node: ast.ClassDef) -> set[str]:
-    """The names a class body uses (its bases are not what it builds)."""
-    return {n.id for statement in node.body for n in ast.walk(statement) if isinstance(n, ast.Name)}
 
 
 def _unique(calls: Iterable[CheckpointCall]) -> tuple[CheckpointCall, ...]:

@@ -72,7 +72,7 @@ SHARDING_WORDS = ("fully_shard", "FullyShardedDataParallel", "FSDP", "fsdp", "fa
 # a loop over these walks a module's children: `for name, block in model.layers.named_children()`
 _CHILDREN = frozenset({"children", "named_children", "values", "items", "modules", "named_modules"})
 
-Name = Callable[[ast.expr, Scope, frozenset[str]], "str | None"]  # Composition._name
+Name = Callable[[ast.expr, Scope, "frozenset[str] | None"], "str | None"]  # Composition._name (None: any callee)
 # Composition._sharding_helper: a project helper or FSDP subclass that shards (`fsdp_wrap(layer)`), as
 # (FSDP2?, how the message names it), or None
 Helper = Callable[[ast.expr, Scope], "tuple[bool, str] | None"]
