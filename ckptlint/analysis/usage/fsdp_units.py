@@ -68,10 +68,8 @@ class FsdpUnits:
                 continue
             for cls in self.classes.mro(info):
                 for call in self.class_checkpoints(cls):
-                    region = call.region
-                    if isinstance(region, ast.Attribute) and region.attr == "__call__":
-                        region = region.value
-                    if isinstance(region, ast.expr) and self._element_of_attribute(region, call, attribute):
+                    region = _region_module(call)
+                    if region is not None and self._element_of_attribute(region, call, attribute):
                         what = f"`{ast.unparse(region)}`, a block of {item.short}.{attribute}"
                         yield ShardedCheckpoint(call, sharding, True, True, what, True)
 
@@ -85,10 +83,8 @@ class FsdpUnits:
             return
         checkpoints, name = self.model_checkpoints(self.models.module_types(sharding.module, sharding.scope))
         for call in checkpoints:
-            region = call.region
-            if isinstance(region, ast.Attribute) and region.attr == "__call__":
-                region = region.value
-            if not isinstance(region, ast.expr) or call.api.region_kind == MODEL:
+            region = _region_module(call)
+            if region is None or call.api.region_kind == MODEL:
                 continue
             held = sorted(self._classes_among(self.inference.types(region, call.module, call.scope), wrapped))
             if held:
@@ -112,7 +108,6 @@ class FsdpUnits:
             binding = last_binding_before(self.module, scope, policy.id, policy.lineno)
             if binding is not None and binding.kind == ASSIGN and isinstance(binding.value, ast.expr):
                 return self._wrap_policy_classes(binding.value, binding.scope, depth + 1)
-            return frozenset()
         if isinstance(policy, ast.Call):
             name = self.name(policy.func, scope, frozenset({"ModuleWrapPolicy", "partial"})) or ""
             if name.startswith("torch.distributed.") and name.endswith(".ModuleWrapPolicy"):
@@ -231,3 +226,11 @@ class FsdpUnits:
             if kind is not None:
                 return kind
         return None
+
+
+def _region_module(call: CheckpointCall) -> ast.expr | None:
+    """The module a checkpoint call runs: `layer` for `checkpoint(layer.__call__, x)` too."""
+    region = call.region
+    if isinstance(region, ast.Attribute) and region.attr == "__call__":
+        region = region.value
+    return region if isinstance(region, ast.expr) else None
