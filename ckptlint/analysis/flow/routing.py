@@ -21,7 +21,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ckptlint.analysis.flow.statements import exclusive_lines
+from ckptlint.analysis.flow.statements import exclusive_lines, if_branches
 from ckptlint.analysis.knowledge import aten_ops
 from ckptlint.syntax import own_statements
 
@@ -29,20 +29,22 @@ _VALUES_ONLY = frozenset({"values"})  # `torch.topk(...).values`: the scores, no
 _INDEX_POSITION = {"topk": 1, "sort": 1}  # where the indices are in the result's tuple
 
 
+def index_position(short: str) -> int | None:
+    """Where a selection's result tuple holds its indices (`topk`, `sort`: 1); None when the
+    result is the indices (`argmax`, `argsort`)."""
+    return _INDEX_POSITION.get(short)
+
+
 def routing_use(function: ast.AST, call: ast.Call, short: str) -> ast.AST | None:
     """Where the indices of `call` (a `topk`, `sort`, `argsort`, `argmax`, `argmin`) route,
     or None when they do not."""
-    return _routing_from(function, call, _INDEX_POSITION.get(short))
+    return routing_use_at(function, call, index_position(short))
 
 
-def returned_routing_use(function: ast.AST, call: ast.Call, position: int | None) -> ast.AST | None:
-    """Where the indices a helper returned route in its caller `function`: `call` is the
-    helper's call (`weights, experts = self.route(x)`), `position` where its returned tuple
-    holds them (None: the whole value is the indices)."""
-    return _routing_from(function, call, position)
-
-
-def _routing_from(function: ast.AST, call: ast.Call, position: int | None) -> ast.AST | None:
+def routing_use_at(function: ast.AST, call: ast.Call, position: int | None) -> ast.AST | None:
+    """`routing_use` for a call whose result holds indices at `position` (None: the whole
+    value): a selection, or a helper's call that returned one's indices (`weights, experts =
+    self.route(x)`)."""
     parents = parent_map(function)
     holder, target = _holder(call, parents, position)
     if holder is None:
@@ -54,11 +56,12 @@ def _routing_from(function: ast.AST, call: ast.Call, position: int | None) -> as
     if not derived:
         return None
     line = call.lineno
+    branches = list(if_branches(function))
     uses = [
         found
         for node in ast.walk(function)
         if isinstance(node, ast.Name) and node.id in derived and isinstance(node.ctx, ast.Load) and node.lineno >= line
-        if not exclusive_lines(function, line, node.lineno)  # another arm of an `if` the selection is in
+        if not exclusive_lines(branches, line, node.lineno)  # another arm of an `if` the selection is in
         for found in [_routing_position(node, parents)]
         if found is not None
     ]
@@ -73,16 +76,11 @@ class Returned:
     position: int | None
 
 
-def returned_position(function: ast.AST, call: ast.Call, short: str) -> Returned | None:
-    """Where the function returns the indices of `call` (`return logits.topk(k).indices`,
-    `return weights, experts`), or None when it does not return them. Its caller decides
-    whether they route (`returned_routing_use`)."""
-    return returned_indices(function, call, _INDEX_POSITION.get(short))
-
-
 def returned_indices(function: ast.AST, call: ast.Call, position: int | None) -> Returned | None:
-    """`returned_position` for a call whose result holds indices at `position` (a helper's
-    call that returned them, which its caller may return on)."""
+    """Where the function returns the indices `call`'s result holds at `position` (a
+    selection, `return logits.topk(k).indices`, `return weights, experts`; or a helper's call
+    that returned them, returned on), or None when it does not return them. Its caller decides
+    whether they route (`routing_use_at`)."""
     parents = parent_map(function)
     holder, target = _holder(call, parents, position)
     if holder is None:
@@ -90,10 +88,11 @@ def returned_indices(function: ast.AST, call: ast.Call, position: int | None) ->
     if isinstance(parents.get(id(holder)), ast.Return):
         return Returned(position if holder is call else None)  # `return torch.topk(...)`, `return x.topk(k).indices`
     derived = flowing_names(function, set(_index_names(target, position)), call.lineno)
+    branches = list(if_branches(function))
     for node in own_statements(function):
         if not (isinstance(node, ast.Return) and node.value is not None and node.lineno >= call.lineno):
             continue
-        if exclusive_lines(function, call.lineno, node.lineno):
+        if exclusive_lines(branches, call.lineno, node.lineno):
             continue
         if isinstance(node.value, ast.Name) and node.value.id in derived:
             return Returned(None)
@@ -107,7 +106,7 @@ def returned_indices(function: ast.AST, call: ast.Call, position: int | None) ->
 def index_names(function: ast.AST, call: ast.Call, short: str) -> set[str]:
     """The names that hold the indices of `call` or are computed from them (the names
     `routing_use` follows), for whether they leave the code that computes them."""
-    position = _INDEX_POSITION.get(short)
+    position = index_position(short)
     holder, target = _holder(call, parent_map(function), position)
     return flowing_names(function, set(_index_names(target, position)), call.lineno) if holder is not None else set()
 

@@ -33,20 +33,14 @@ def if_branches(function: ast.AST) -> Iterator[tuple[ast.expr, bool, int, int]]:
                     yield statement.test, side, body[0].lineno, body[-1].end_lineno or body[-1].lineno
 
 
-def exclusive_lines(function: ast.AST, first: int, second: int) -> bool:
-    """Whether the two lines lie in the two arms of one `if` (an `elif` chain's arms too):
-    no run executes both."""
-    arms: dict[int, dict[bool, tuple[int, int]]] = {}
-    for test, side, start, end in if_branches(function):
-        arms.setdefault(id(test), {})[side] = (start, end)
-    return any(
-        len(sides) == 2 and any(_within(sides[a], first) and _within(sides[not a], second) for a in (True, False))
-        for sides in arms.values()
-    )
+Branches = list[tuple[ast.expr, bool, int, int]]  # `if_branches` of one function
 
 
-def _within(lines: tuple[int, int], line: int) -> bool:
-    return lines[0] <= line <= lines[1]
+def exclusive_lines(branches: Branches, first: int, second: int) -> bool:
+    """Whether the two lines lie in the two arms of one `if` (an `elif` chain's arms too): no
+    run executes both. `branches`: the function's `if_branches`, listed once by the caller."""
+    sides = {id(test): side for test, side, start, end in branches if start <= first <= end}
+    return any(id(test) in sides and sides[id(test)] != side for test, side, start, end in branches if start <= second <= end)
 
 
 def function_scope(scope: Scope) -> Scope:

@@ -13,7 +13,7 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
-from ckptlint.analysis.flow.routing import returned_indices, returned_routing_use
+from ckptlint.analysis.flow.routing import returned_indices, routing_use_at
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.regions import binding, coverage
 from ckptlint.analysis.regions.libraries import reached_at
@@ -293,7 +293,7 @@ class CallDispatch(_Interpreter):
         function = self.scope.node
         for selection in summary.returned_selections:
             effect = replace(selection.effect, chain=(callee, *selection.effect.chain))
-            used = returned_routing_use(function, node, selection.position)
+            used = routing_use_at(function, node, selection.position)
             if used is not None:
                 if not (self.inference_only(node) or self.inference_only(used)):  # the call, or the use, on an eval path
                     where = (("use", ast.unparse(used)), ("use_line", str(getattr(used, "lineno", node.lineno))), ("use_in", self._where_used(effect)))

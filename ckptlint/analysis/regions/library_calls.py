@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ckptlint.analysis.flow.accumulation import decision_use, result_names
 from ckptlint.analysis.flow.integers import INDICES, is_integer, kind_of
-from ckptlint.analysis.flow.routing import index_names, returned_position, routing_use
+from ckptlint.analysis.flow.routing import Returned, index_names, index_position, returned_indices, routing_use
 from ckptlint.analysis.flow.saved_outputs import producer_of
 from ckptlint.analysis.knowledge import aten_ops, collectives, torch_api
 from ckptlint.analysis.regions.protocol import Interpreter
@@ -214,18 +214,18 @@ class LibraryCalls:
             return
         function = run.scope.node
         facts: tuple[tuple[str, str], ...] = (("callee", callee), ("family", op.family), ("op", op.op))
+        returned: Returned | None = None
         if op.kind == aten_ops.SELECTION:
             sorted_input = aten_ops.sorted_input(node, method) if short in aten_ops.SORTS else None
             if sorted_input is not None and kind_of(function, sorted_input) == INDICES:
                 return  # a sort of a selection's indices recomputes what the forward did exactly when the selection does: the selection is reported
             used = routing_use(function, node, short)
             if used is None:
-                returned = returned_position(function, node, short)
-                if returned is not None and not run.inference_only(node, lambda: index_names(function, node, short)):
-                    effect = Effect(NONDETERMINISTIC_OP, run.module, node, op.kind, facts, saved_as=frozenset({op.op}))
-                    run.returned_selections.append(ReturnedSelection(effect, returned.position))
-                return
-            facts += (("use", ast.unparse(used)), ("use_line", str(getattr(used, "lineno", node.lineno))))
+                returned = returned_indices(function, node, index_position(short))  # the caller may route them
+                if returned is None:
+                    return
+            else:
+                facts += (("use", ast.unparse(used)), ("use_line", str(getattr(used, "lineno", node.lineno))))
         else:
             if any(is_integer(function, operand) for operand in aten_ops.accumulated_operands(node, short, method)):
                 return  # integer sums are exact in any order
@@ -236,7 +236,11 @@ class LibraryCalls:
         follow = index_names if op.kind == aten_ops.SELECTION else result_names
         if run.inference_only(node, lambda: follow(function, node, short)):
             return  # eval mode, or grad off with a result that stays there: the backward differentiates nothing it decides
-        run.record(Effect(NONDETERMINISTIC_OP, run.module, node, op.kind, facts, saved_as=frozenset({op.op})))
+        effect = Effect(NONDETERMINISTIC_OP, run.module, node, op.kind, facts, saved_as=frozenset({op.op}))
+        if returned is not None:
+            run.returned_selections.append(ReturnedSelection(effect, returned.position))  # reported where a caller routes them
+        else:
+            run.record(effect)
 
     # -- methods whose meaning comes from the library ---------------------------
 

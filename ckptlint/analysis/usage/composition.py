@@ -142,7 +142,7 @@ class Composition:
             if model is None:
                 continue
             find_unused = _literal(call, "find_unused_parameters", False)
-            types = self._model_types(model, scope)
+            types = self.models.model_types(model, scope)
             if find_unused is True:
                 checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
                 applied = tuple(self._applied_before(model, scope, call))
@@ -234,7 +234,7 @@ class Composition:
                 continue
             callee = call.func.value if isinstance(call.func, ast.Attribute) and call.func.attr == "forward" else call.func
             if isinstance(callee, (ast.Name, ast.Attribute)):
-                checkpoints, name = self._model_checkpoints(self._model_types(callee, scope), reentrant_only)
+                checkpoints, name = self._model_checkpoints(self.models.model_types(callee, scope), reentrant_only)
                 if checkpoints:
                     found.extend(checkpoints)
                     model = model or name
@@ -283,17 +283,9 @@ class Composition:
 
     # -- models -----------------------------------------------------------------------------
 
-    def _model_types(self, expr: ast.expr, scope: Scope) -> Types:
-        """What a model expression holds (model_parameters.py: a training script's untyped parameters)."""
-        return self.models.model_types(expr, scope)
-
-    def _module_types(self, expr: ast.expr, scope: Scope) -> Types:
-        """What a module expression holds, its root read as a model (`model.layers[0]`)."""
-        return self.models.module_types(expr, scope)
-
     def _model_classes(self, expr: ast.expr, scope: Scope) -> list[str]:
         """The project classes (by name) a model expression holds (huggingface.ModelClasses)."""
-        return sorted(t.name for t in self._module_types(expr, scope) if isinstance(t, ClassType) and not t.built_by)
+        return sorted(t.name for t in self.models.module_types(expr, scope) if isinstance(t, ClassType) and not t.built_by)
 
     def _model_checkpoints(self, types: Types, reentrant_only: bool) -> tuple[tuple[CheckpointCall, ...], str]:
         """The checkpoint calls in the methods of a model's project classes and of the modules
@@ -392,14 +384,14 @@ class Composition:
         for shardings in self.shardings.by_function.values():
             for sharding in shardings:
                 if sharding.fsdp2 and sharding.module is not None:
-                    types = self._model_types(sharding.module, sharding.scope)
+                    types = self.models.model_types(sharding.module, sharding.scope)
                     checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
                     if checkpoints:
                         yield ModelHazard(sharding.node, "fully_shard", checkpoints, name)
 
     def _instance_of(self, expr: ast.expr, scope: Scope, qualified: str) -> bool:
         """Whether the module `expr` is built from the class `qualified` or a project subclass of it."""
-        for item in self._module_types(expr, scope):
+        for item in self.models.module_types(expr, scope):
             if isinstance(item, ClassType) and not item.built_by:
                 info = self.classes.by_name(item.name)
                 if item.name == qualified or (info is not None and self.classes.inherits_from(info, frozenset({qualified}))):

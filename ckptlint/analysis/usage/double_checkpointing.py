@@ -21,6 +21,7 @@ from typing import Callable, Iterator
 
 from ckptlint.analysis.flow.statements import (
     callee_leaf,
+    exclusive_lines,
     function_scope,
     if_branches,
     last_binding_before,
@@ -116,7 +117,7 @@ class DoubleCheckpointings:
                 for own in found
                 if own.kind == OWN
                 for wrapped in found
-                if wrapped.kind == WRAPPED and (own.node is wrapped.node or not _exclusive(branches, own.node, wrapped.node))
+                if wrapped.kind == WRAPPED and (own.node is wrapped.node or not exclusive_lines(branches, own.line, wrapped.line))
             ]
             if pairs:
                 first, second = min(pairs, key=lambda pair: (pair[1].line, pair[0].line))
@@ -280,13 +281,3 @@ def _wrapped_name(binding: Binding) -> str | None:
 
 def _is_true(value: ast.expr | None) -> bool:
     return isinstance(value, ast.Constant) and value.value is True
-
-
-def _exclusive(branches: list[tuple[ast.expr, bool, int, int]], one: ast.AST, other: ast.AST) -> bool:
-    """Whether the two lie in the two branches of one `if` (never run together)."""
-    first, second = getattr(one, "lineno", 0), getattr(other, "lineno", 0)
-    sides: dict[int, bool] = {}
-    for test, side, start, end in branches:
-        if start <= first <= end:
-            sides[id(test)] = side
-    return any(id(test) in sides and sides[id(test)] != side for test, side, start, end in branches if start <= second <= end)

@@ -18,11 +18,11 @@ from ckptlint.analysis.flow.statements import last_binding_before
 from ckptlint.analysis.semantics.evaluator import TypeInference
 from ckptlint.analysis.semantics.values import ClassType, FunctionType, Types
 from ckptlint.analysis.usage.model_parameters import ModelParameters
-from ckptlint.analysis.usage.sharding import FAIRSCALE_WRAP, FSDP1, FSDP2, Name, Sharding, ShardedCheckpoint, modules_iterated
+from ckptlint.analysis.usage.sharding import FAIRSCALE_WRAP, FSDP1, FSDP2, Name, Sharding, ShardedCheckpoint, container_of
 from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import MODEL
 from ckptlint.classes import ClassInfo
-from ckptlint.symbols import ASSIGN, DEF, LOOP, ModuleSymbols, Scope
+from ckptlint.symbols import ASSIGN, DEF, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value, own_statements
 
 ModelCheckpoints = Callable[[Types], "tuple[tuple[CheckpointCall, ...], str]"]  # Composition._model_checkpoints
@@ -148,34 +148,17 @@ class FsdpUnits:
     def _held_block(self, sharding: Sharding) -> tuple[ast.expr, str] | None:
         """(`model`, `layers`) for `fully_shard(model.layers[0])`, or for `fully_shard(block)` in
         a loop over `model.layers` (`.items()`, `enumerate(...)`)."""
-        module = sharding.module
-        if not sharding.fsdp2 or module is None:
+        if not sharding.fsdp2 or sharding.module is None:
             return None
-        if isinstance(module, ast.Name):
-            binding = last_binding_before(self.module, sharding.scope, module.id, module.lineno)
-            if binding is None or binding.kind != LOOP or binding.value is None:
-                return None
-            module = modules_iterated(binding.value)
-        elif isinstance(module, ast.Subscript):
-            module = module.value
-        else:
-            return None
-        if isinstance(module, ast.Attribute) and isinstance(module.value, ast.Name):
-            return module.value, module.attr
+        container = container_of(self.module, sharding.scope, sharding.module)
+        if isinstance(container, ast.Attribute) and isinstance(container.value, ast.Name):
+            return container.value, container.attr
         return None
 
     def _element_of_attribute(self, region: ast.expr, call: CheckpointCall, attribute: str) -> bool:
         """`self.layers[i]`, or a loop variable walking `self.layers`, in a method of the class."""
-        if isinstance(region, ast.Subscript):
-            region = region.value
-        elif isinstance(region, ast.Name):
-            binding = last_binding_before(call.module, call.scope, region.id, region.lineno)
-            if binding is None or binding.kind != LOOP or binding.value is None:
-                return False
-            region = modules_iterated(binding.value)
-        else:
-            return False
-        return isinstance(region, ast.Attribute) and region.attr == attribute and isinstance(region.value, ast.Name) and region.value.id == "self"
+        container = container_of(call.module, call.scope, region)
+        return isinstance(container, ast.Attribute) and container.attr == attribute and isinstance(container.value, ast.Name) and container.value.id == "self"
 
     def policy_classes(self, policy: ast.expr | None, scope: Scope) -> frozenset[str]:
         """The classes a literal policy set names (`{Block}`, `{torch.nn.Linear}`), canonical."""

@@ -24,8 +24,8 @@ from ckptlint.calls import CallFinder
 from ckptlint.classes import ClassIndex
 from ckptlint.modes import hugging_face_enabling_default
 from ckptlint.analysis.flow.statements import callee_leaf, function_scope, if_branches, root_name
-from ckptlint.analysis.usage.sharding import modules_iterated
-from ckptlint.symbols import ASSIGN, DEF, LOOP, ModuleSymbols, Scope
+from ckptlint.analysis.usage.sharding import container_of
+from ckptlint.symbols import ASSIGN, DEF, ModuleSymbols, Scope
 from ckptlint.syntax import keyword_value, own_nodes, own_statements
 from ckptlint.versions import Versions
 
@@ -129,21 +129,22 @@ class HfEnablings:
         return False
 
     def hazards(self) -> Iterator[EnablingHazard]:
-        by_function: dict[int, list[tuple[ast.Call, Scope]]] = {}
-        for call, scope in self.module.calls:
-            by_function.setdefault(id(function_scope(scope)), []).append((call, scope))
-        for calls in by_function.values():
-            yield from _Function(self, calls).hazards()
+        for function in self._functions():
+            yield from function.hazards()
 
     def sharded_layers(self, fsdp2_names: frozenset[str]) -> Iterator[ShardedLayers]:
         """Each enabling call whose model's layers its function shards (`ShardedLayers`);
         `fsdp2_names`: `fully_shard`'s qualified names."""
+        for function in self._functions():
+            if function.enabled_at:
+                yield from function.sharded_layers(fsdp2_names)
+
+    def _functions(self) -> Iterator[_Function]:
+        """The module's calls, grouped by the function they are in."""
         by_function: dict[int, list[tuple[ast.Call, Scope]]] = {}
         for call, scope in self.module.calls:
             by_function.setdefault(id(function_scope(scope)), []).append((call, scope))
-        for calls in by_function.values():
-            if any(_is_enable(call) for call, _ in calls):
-                yield from _Function(self, calls).sharded_layers(fsdp2_names)
+        return (_Function(self, calls) for calls in by_function.values())
 
     def name(self, func: ast.expr, scope: Scope) -> str | None:
         name = self.module.qualified_name(func, scope)
@@ -239,15 +240,7 @@ class _Function:
     def _layers_walked(self, module: ast.expr, scope: Scope, names: frozenset[str]) -> str | None:
         """`model.model.layers` when `module` is a loop variable over a model's layers (or an
         element of them: `model.model.layers[0]`), the model one of `names`."""
-        if isinstance(module, ast.Subscript):
-            walked: ast.expr = module.value
-        elif isinstance(module, ast.Name):
-            loops = [b.value for b in scope.bindings.get(module.id, []) if b.kind == LOOP]
-            if len(loops) != 1 or not isinstance(loops[0], ast.expr):
-                return None
-            walked = modules_iterated(loops[0])
-        else:
-            return None
+        walked = container_of(self.owner.module, scope, module)
         if isinstance(walked, ast.Attribute) and walked.attr in DECODER_LAYERS and root_name(walked) in names:
             return ast.unparse(walked)
         return None
@@ -461,12 +454,18 @@ def _parameter_loops(function: ast.AST) -> Iterator[tuple[ast.For, ast.expr | No
     `module.parameters()` inside `for module in [model.embed_tokens, *model.layers[:2]]:` gives
     each module the outer loop lists, reported at the outer loop."""
     loops = [loop for loop in own_statements(function) if isinstance(loop, ast.For)]
-    listed = {id(inner): outer for outer in loops for inner in outer.body if isinstance(inner, ast.For) and isinstance(outer.iter, (ast.List, ast.Tuple))}
+    listed = {
+        id(inner): (outer, outer.iter.elts)
+        for outer in loops
+        if isinstance(outer.iter, (ast.List, ast.Tuple)) and isinstance(outer.target, ast.Name)
+        for inner in outer.body
+        if isinstance(inner, ast.For)
+    }
     for loop in loops:
         looped, flag = _parameter_loop(loop)
-        outer = listed.get(id(loop))
+        outer, elements = listed.get(id(loop), (None, []))
         if outer is not None and isinstance(looped, ast.Name) and isinstance(outer.target, ast.Name) and outer.target.id == looped.id:
-            for element in outer.iter.elts:  # type: ignore[attr-defined]  # a List or Tuple, as `listed` chose
+            for element in elements:
                 yield outer, element.value if isinstance(element, ast.Starred) else element, flag
             continue
         yield loop, looped, flag

@@ -20,7 +20,7 @@ import functools
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from ckptlint.analysis.flow.statements import exclusive_lines, function_scope, last_binding_before
+from ckptlint.analysis.flow.statements import exclusive_lines, function_scope, if_branches, last_binding_before
 from ckptlint.calls import CheckpointCall
 from ckptlint.catalogue import MODEL
 from ckptlint.symbols import (
@@ -187,9 +187,9 @@ class Shardings:
         # the unit inside the wrapper, when the name is sure to be that module (not a loop variable,
         # whose iterable may hold the wrappers by then, as torchtitan's second loop does)
         holds_module = call.api.name.rsplit(".", 1)[-1] == "checkpoint_wrapper" and not key.startswith("each ")
-        function = function_scope(call.scope).node
+        branches = list(if_branches(function_scope(call.scope).node))
         for sharding in shardings:
-            if exclusive_lines(function, sharding.node.lineno, line):
+            if exclusive_lines(branches, sharding.node.lineno, line):
                 continue  # `if with_fsdp: ... shard ... else: ... checkpoint ...`: never both in one run
             first = sharding.node.lineno < line
             if key in sharding.keys or (not first and results & sharding.keys):
@@ -295,6 +295,18 @@ def _may_shard(func: ast.expr) -> bool:
     leaf = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
     lowered = leaf.lower()
     return "fsdp" in lowered or "shard" in lowered or leaf in ("wrap", "FullyShardedDataParallel")
+
+
+def container_of(module: ModuleSymbols, scope: Scope, expr: ast.expr) -> ast.expr | None:
+    """The container a module expression is an element of: `model.layers` for
+    `model.layers[0]`, or for a loop variable walking `model.layers` (`.items()`, `enumerate`)."""
+    if isinstance(expr, ast.Subscript):
+        return expr.value
+    if isinstance(expr, ast.Name):
+        binding = last_binding_before(module, scope, expr.id, expr.lineno)
+        if binding is not None and binding.kind == LOOP and isinstance(binding.value, ast.expr):
+            return modules_iterated(binding.value)
+    return None
 
 
 def modules_iterated(iterable: ast.expr) -> ast.expr:
