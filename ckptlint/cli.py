@@ -117,7 +117,8 @@ def lint_options(function: Callable[..., None]) -> Callable[..., None]:
         return function(request, **kwargs)
 
     options = [
-        click.argument("paths", nargs=-1, type=click.Path()),
+        # readable=False: an unreadable path is one problem of the run (discovery.py), not a usage error that lints nothing
+        click.argument("paths", nargs=-1, type=click.Path(readable=False)),
         click.option("--select", multiple=True, metavar="CODES", help="Rule codes or prefixes to enable (comma-separated)."),
         click.option("--extend-select", multiple=True, metavar="CODES", help="Codes to enable in addition to `select`."),
         click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes or prefixes to disable."),

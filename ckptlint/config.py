@@ -120,11 +120,11 @@ class Config:
 
 def find_config(start: Path) -> Path | None:
     """The nearest pyproject.toml with a [tool.ckptlint] table, walking up from `start`."""
-    directory = start if start.is_dir() else start.parent
+    directory = start if os.path.isdir(start) else start.parent  # os.path: False where one may not look, not an error
     directory = directory.resolve()
     for candidate_dir in (directory, *directory.parents):
         candidate = candidate_dir / "pyproject.toml"
-        if candidate.is_file():
+        if os.path.isfile(candidate):
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):

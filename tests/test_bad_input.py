@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
-from ckptlint.config import Config
-from ckptlint.engine import Linter
 from conftest import FIXTURES, json_findings, run_cli
 
 HAZARD = "from torch.utils.checkpoint import checkpoint\n\ndef f(b, x):\n    return checkpoint(b, x)\n"
@@ -85,6 +88,17 @@ def test_directory_symlinks_inside_the_tree_are_aliases_outside_ones_are_followe
     assert paths == ["good.py", "skills/tool.py", "third_party_link/vendored.py"]
 
 
+def test_a_virtual_environment_is_skipped_whatever_it_is_called(tree: Path) -> None:
+    """Found by its pyvenv.cfg (discovery.py reads it from the directory's listing)."""
+    (tree / "myenv" / "lib").mkdir(parents=True)
+    (tree / "myenv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (tree / "myenv" / "lib" / "installed.py").write_text(HAZARD)
+    completed = run_cli(".", "--format", "json", cwd=tree)
+    assert _codes_by_file(completed) == {"good.py": {"CKP101"}}
+    named = run_cli("myenv", "--format", "json", cwd=tree)  # named, it is linted
+    assert _codes_by_file(named) == {"installed.py": {"CKP101"}}
+
+
 def test_broken_symlink_is_an_error_and_the_run_continues(tree: Path) -> None:
     os.symlink(tree / "nowhere.py", tree / "ghost.py")
     completed = run_cli(".", "--format", "json", cwd=tree)
@@ -93,39 +107,97 @@ def test_broken_symlink_is_an_error_and_the_run_continues(tree: Path) -> None:
     assert _codes_by_file(completed) == {"good.py": {"CKP101"}}
 
 
-def test_unreadable_file_is_an_error_and_the_run_continues(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    secret = tree / "secret.py"
-    secret.write_text(HAZARD)
-    real_read_bytes = Path.read_bytes
-
-    def read_bytes(self: Path) -> bytes:
-        if self.name == "secret.py":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_read_bytes(self)
-
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
-    result = Linter(Config(root=tree), base=tree).lint_paths([tree])
-    assert [(p.path.endswith("secret.py"), p.message, p.fatal) for p in result.problems] == [
-        (True, "cannot read file: Permission denied", True)
-    ]
-    assert [(f.path, f.code) for f in result.findings] == [("good.py", "CKP101")]
+# Unreadable for real: mode 000 under a process that honours it. Root reads anything through
+# two capabilities (capabilities(7)); a root test run (CI containers, this machine) drops them
+# from the bounding set before exec, so the CLI runs as root but is refused as any user is.
+PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 24, 1, 2
 
 
-def test_unreadable_directory_is_an_error_and_the_run_continues(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _without_read_override(libc: ctypes.CDLL) -> Callable[[], None]:
+    def drop() -> None:  # in the forked child, before exec
+        for capability in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+            if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) refused")
+
+    return drop
+
+
+@pytest.fixture(scope="session")
+def unprivileged(tmp_path_factory: pytest.TempPathFactory) -> Callable[[], None] | None:
+    """The `preexec_fn` under which mode 000 is unreadable (None when it already is); the
+    tests are skipped only where neither works, which a probe decides."""
+    preexec = None
+    if os.geteuid() == 0:
+        if not sys.platform.startswith("linux"):
+            pytest.skip("running as root, and capabilities can only be dropped on Linux")
+        preexec = _without_read_override(ctypes.CDLL(None, use_errno=True))
+    probe = tmp_path_factory.mktemp("probe") / "secret"
+    probe.write_text("")
+    probe.chmod(0)
+    try:
+        refused = subprocess.run([sys.executable, "-c", f"open({str(probe)!r})"], capture_output=True, preexec_fn=preexec)
+    except subprocess.SubprocessError as exc:
+        pytest.skip(f"running as root and cannot drop CAP_DAC_OVERRIDE: {exc}")
+    finally:
+        probe.chmod(0o600)
+    if b"PermissionError" not in refused.stderr:
+        pytest.skip("mode 000 files stay readable here (root with its capabilities kept)")
+    return preexec
+
+
+def run_unprivileged(preexec: Callable[[], None] | None, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ckptlint", "--no-cache", *args], cwd=cwd, capture_output=True, timeout=300, preexec_fn=preexec)
+
+
+@pytest.fixture
+def locked(tree: Path) -> Iterator[Path]:
+    """`tree` with `secret.py` and the directory `locked/` (holding a hazard) at mode 000."""
+    (tree / "secret.py").write_text(HAZARD)
     (tree / "locked").mkdir()
     (tree / "locked" / "x.py").write_text(HAZARD)
-    real_scandir = os.scandir
+    (tree / "secret.py").chmod(0)
+    (tree / "locked").chmod(0)
+    yield tree
+    (tree / "locked").chmod(0o700)  # so that pytest can remove it
+    (tree / "secret.py").chmod(0o600)
 
-    def scandir(path):
-        if str(path).endswith("locked"):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_scandir(path)
 
-    monkeypatch.setattr(os, "scandir", scandir)
-    result = Linter(Config(root=tree), base=tree).lint_paths([tree])
-    assert [(p.path.endswith("locked"), p.fatal) for p in result.problems] == [(True, True)]
-    assert "Permission denied" in result.problems[0].message
-    assert [(f.path, f.code) for f in result.findings] == [("good.py", "CKP101")]
+def test_unreadable_directory_and_file_are_one_line_each_and_the_rest_is_linted(locked: Path, unprivileged: Callable[[], None] | None) -> None:
+    completed = run_unprivileged(unprivileged, ".", "--format", "json", cwd=locked)
+    assert completed.returncode == 2
+    assert completed.stderr.decode().splitlines() == [
+        "ckptlint: error: locked: cannot read directory: Permission denied",
+        "ckptlint: error: secret.py: cannot read file: Permission denied",
+    ]
+    report = json.loads(completed.stdout)
+    assert [(f["path"], f["code"]) for f in report["findings"]] == [("good.py", "CKP101")]
+    assert [(p["path"], p["fatal"]) for p in report["problems"]] == [("locked", True), ("secret.py", True)]
+
+
+@pytest.mark.parametrize("output_format", ["text", "json", "sarif"])
+def test_unreadable_file_named_on_the_command_line_is_not_a_usage_error(
+    locked: Path, unprivileged: Callable[[], None] | None, output_format: str
+) -> None:
+    completed = run_unprivileged(unprivileged, "secret.py", "locked/x.py", "good.py", "--format", output_format, cwd=locked)
+    assert completed.returncode == 2
+    assert completed.stderr.decode().splitlines() == [
+        "ckptlint: error: locked/x.py: cannot read: Permission denied",  # its directory may not be searched
+        "ckptlint: error: secret.py: cannot read file: Permission denied",
+    ]
+    out = completed.stdout.decode()
+    if output_format == "text":
+        assert out.splitlines()[-1] == "Found 1 finding in 1 file (checked 1 file)."
+    else:
+        assert "good.py" in json.dumps(json.loads(out))  # the report is printed, and whole
+
+
+def test_unreadable_directory_in_the_project_scan_does_not_stop_the_run(locked: Path, unprivileged: Callable[[], None] | None) -> None:
+    """A named file's project (checkpoint calls elsewhere that reach it) is walked too."""
+    (locked / "pyproject.toml").write_text("")
+    completed = run_unprivileged(unprivileged, "good.py", "-v", cwd=locked)
+    assert completed.returncode == 1, completed.stderr.decode()
+    assert "Traceback" not in completed.stderr.decode()
+    assert completed.stdout.decode().splitlines()[-1] == "Found 1 finding in 1 file (checked 1 file)."
 
 
 def test_stdin_with_a_syntax_error_is_a_finding() -> None:

@@ -41,7 +41,17 @@ def test_text_output_is_flake8_style(project: Path) -> None:
     lines = completed.stdout.decode().splitlines()
     assert lines[0].startswith("model.py:4:12: CKP101 checkpoint() called without `use_reentrant`")
     assert lines[1].startswith("model.py:4:33: CKP102 preserve_rng_state=False")
-    assert lines[-1] == "Found 2 findings in 1 file."
+    assert lines[-1] == "Found 2 findings in 1 file (checked 1 file)."
+
+
+def test_summary_counts_the_files_with_findings_then_the_files_checked(project: Path) -> None:
+    """As mypy says it: `in 4 files` once counted the files checked, read as 4 files with findings."""
+    (project / "other.py").write_text(HAZARD)
+    completed = run_cli(".", cwd=project)
+    lines = completed.stdout.decode().splitlines()
+    assert completed.returncode == 1
+    assert lines[-1] == "Found 4 findings in 2 files (checked 3 files)."
+    assert run_cli("clean.py", cwd=project).stdout.decode().splitlines()[-1] == "All checks passed (1 file)."
 
 
 def test_check_subcommand_is_the_default(project: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -66,17 +67,21 @@ def discover(paths: Iterable[Path], is_excluded: ExcludeMatcher, force_exclude: 
     problems: list[PathProblem] = []
     seen_files: set[Path] = set()
     for path in paths:
-        if not os.path.lexists(path):
-            problems.append(PathProblem(str(path), "no such file or directory"))
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            message = "broken symlink" if os.path.islink(path) else "no such file or directory"
+            problems.append(PathProblem(str(path), message))
             continue
-        if path.is_dir():
-            if force_exclude and is_excluded(path):
-                continue
+        except OSError as exc:  # a directory above it that may not be searched, a name too long
+            problems.append(PathProblem(str(path), f"cannot read: {exc.strerror or exc}"))
+            continue
+        if force_exclude and is_excluded(path):
+            continue
+        if stat.S_ISDIR(mode):
             _walk(path, is_excluded, files, problems)
-        elif path.is_file() or path.is_symlink():
-            if force_exclude and is_excluded(path):
-                continue
-            files.append(path)
+        elif stat.S_ISREG(mode):
+            files.append(path)  # an unreadable one is reported when it is read (run.py)
         else:
             problems.append(PathProblem(str(path), "not a regular file or directory"))
     unique = []
@@ -99,22 +104,22 @@ def _walk(top: Path, is_excluded: ExcludeMatcher, files: list[Path], problems: l
     while stack:
         directory = stack.pop()
         try:
-            stat = directory.stat()
+            status = directory.stat()
         except OSError as exc:
             problems.append(PathProblem(str(directory), f"cannot read directory: {exc.strerror or exc}"))
             continue
-        identity = (stat.st_dev, stat.st_ino)
+        identity = (status.st_dev, status.st_ino)
         if identity in visited:
             problems.append(PathProblem(str(directory), "symlink loop: directory already visited, skipped", fatal=False))
             continue
         visited.add(identity)
-        if (directory / "pyvenv.cfg").is_file() and directory != top:
-            continue  # a virtual environment, whatever it is called
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
-        except OSError as exc:
+        except OSError as exc:  # mode 000, or removed while walking
             problems.append(PathProblem(str(directory), f"cannot read directory: {exc.strerror or exc}"))
             continue
+        if directory != top and any(entry.name == "pyvenv.cfg" and _is_file(entry) for entry in entries):
+            continue  # a virtual environment, whatever it is called
         subdirectories = []
         for entry in entries:
             path = Path(entry.path)
@@ -143,6 +148,13 @@ def _walk(top: Path, is_excluded: ExcludeMatcher, files: list[Path], problems: l
     files.extend(sorted(found))
 
 
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
 def find_project_root(start: Path) -> Path | None:
     """The nearest directory at or above `start` that looks like a project's top."""
     found = find_project_marker(start)
@@ -153,10 +165,10 @@ def find_project_marker(start: Path) -> tuple[Path, str] | None:
     """The nearest directory at or above `start` holding a project marker, and the first
     marker found there (for `-v` to say why it is the project root)."""
     directory = Path(os.path.abspath(start))
-    if not directory.is_dir():
+    if not os.path.isdir(directory):  # os.path's tests say False where one cannot look, pathlib's raise
         directory = directory.parent
     for candidate in (directory, *directory.parents):
         for marker in PROJECT_MARKERS:
-            if (candidate / marker).exists():
+            if os.path.exists(candidate / marker):
                 return candidate, marker
     return None

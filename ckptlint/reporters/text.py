@@ -22,9 +22,19 @@ def render(result: LintResult, show_source: bool = False, statistics: bool = Fal
         for code in sorted(counts):
             lines.append(f"{counts[code]:<6} {code}")
     if not quiet and not (result.fatal and not result.files):  # nothing was read: the error says it all
-        n = len(result.findings)
-        if n:
-            lines.append(f"Found {n} finding{'s' if n != 1 else ''} in {result.files} file{'s' if result.files != 1 else ''}.")
-        else:
-            lines.append(f"All checks passed ({result.files} file{'s' if result.files != 1 else ''}).")
+        lines.append(summary(result))
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def summary(result: LintResult) -> str:
+    """mypy's wording: the files with findings, then the files checked (`in 4 files` alone
+    read as 4 files with findings when it counted the files checked)."""
+    checked = _count(result.files, "file")
+    if not result.findings:
+        return f"All checks passed ({checked})."
+    with_findings = len({finding.path for finding in result.findings})
+    return f"Found {_count(len(result.findings), 'finding')} in {_count(with_findings, 'file')} (checked {checked})."
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' if number != 1 else ''}"
