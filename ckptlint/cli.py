@@ -394,16 +394,18 @@ def confirm(
         _fail("--findings and --lint are alternatives: give one")
     if module is None and not script_and_arguments:
         _fail("confirm needs a SCRIPT to run (or -m MODULE)")
+    target, arguments = (module, list(script_and_arguments)) if module is not None else (script_and_arguments[0], list(script_and_arguments[1:]))
     try:
         from ckptlint.runtime import parse_sample
-        from ckptlint.runtime.confirm import confirm as run_confirm
+        from ckptlint.runtime.confirm import TargetNotFound, confirm as run_confirm
     except ImportError as exc:
-        _fail(f"the runtime companion needs torch: pip install 'ckptlint[runtime]' ({exc})")
+        _fail(f"the runtime companion needs torch ({exc}); from a clone of ckptlint: {RUNTIME_INSTALL} (README.md, Installing)")
     try:
         parse_sample(sample)
     except ValueError as exc:
         _fail(f"--sample: {exc}")
-    target, arguments = (module, list(script_and_arguments)) if module else (script_and_arguments[0], list(script_and_arguments[1:]))
+    if module is None:
+        _check_script(target)  # a module is looked for as runpy looks, once the session runs (confirm.find_module)
     from ckptlint.runtime.intercept import UnsupportedTorch
 
     try:
@@ -412,9 +414,27 @@ def confirm(
             compiled=compiled,
             cost=cost,
         )
-    except (UnsupportedTorch, ConfigError) as exc:  # ConfigError: a bad configuration or --python for --lint
+    except (UnsupportedTorch, ConfigError, TargetNotFound) as exc:  # ConfigError: a bad configuration or --python for --lint
         _fail(str(exc))
     sys.exit(code)
+
+
+# README.md's install line for the runtime (Installing; tests/test_runtime_confirm.py reads it
+# there): ckptlint is not on PyPI, so `pip install 'ckptlint[runtime]'` cannot work
+RUNTIME_INSTALL = "python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu && python3 -m pip install '.[runtime]'"
+
+
+def _check_script(script: str) -> None:
+    """Exit 2 with one line where `python SCRIPT` could not open it (python exits 2 there too):
+    a traceback and exit 1 would read as the script's failure, and 1 is confirm's `a call diverged`."""
+    try:
+        with open(script, "rb"):
+            return
+    except IsADirectoryError:
+        if not os.path.isfile(os.path.join(script, "__main__.py")):  # a directory holding one runs as python runs it
+            _fail(f"confirm: can't find '__main__' module in {script!r}")
+    except OSError as exc:
+        _fail(f"confirm: can't open file {script!r}: {exc.strerror or exc}")
 
 
 @cli.command("lsp")

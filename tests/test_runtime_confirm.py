@@ -93,6 +93,57 @@ def test_confirm_usage_errors() -> None:
     assert both.returncode == 2 and b"alternatives" in both.stderr
 
 
+def test_confirm_a_script_or_module_that_is_not_there_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """A usage error, not a traceback and 1, which is confirm's `a call diverged`."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "broken.py").write_text("import not_installed_anywhere\n")
+    cases = {
+        ("confirm", "trian.py", "--lr", "3"): "confirm: can't open file 'trian.py': No such file or directory",
+        ("confirm", "pkg"): "confirm: can't find '__main__' module in 'pkg'",
+        ("confirm", "-m", "trian"): "confirm -m: no module named 'trian'",
+        ("confirm", "-m", "pkg.trian"): "confirm -m: no module named 'pkg.trian'",
+        ("confirm", "-m", "nopkg.train"): "confirm -m: no module named 'nopkg'",
+        ("confirm", "-m", "pkg"): "confirm -m: 'pkg' is a package without a __main__ module, so it cannot be run",
+    }
+    for command, line in cases.items():
+        completed = run_cli(*command, cwd=tmp_path)
+        assert (completed.returncode, completed.stdout, completed.stderr.decode()) == (2, b"", f"ckptlint: error: {line}\n"), command
+    entry = subprocess.run([sys.executable, "-m", "ckptlint.runtime", "trian.py"], cwd=tmp_path, capture_output=True, timeout=300)
+    assert (entry.returncode, entry.stderr.decode()) == (2, "ckptlint: error: confirm: can't open file 'trian.py': No such file or directory\n")
+    # a module that is there but imports one that is not fails as the program, as under python -m
+    own_failure = run_cli("confirm", "-m", "pkg.broken", cwd=tmp_path)
+    assert own_failure.returncode == 1 and b"ModuleNotFoundError: No module named 'not_installed_anywhere'" in own_failure.stderr
+
+
+def _readme_runtime_install_line() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Installing") :]
+    section = section[section.index("The runtime companion needs torch") :]
+    block = section[section.index("```sh\n") + len("```sh\n") : section.index("```", section.index("```sh\n") + 5)]
+    (line,) = block.strip().splitlines()
+    return line
+
+
+def test_confirm_without_torch_gives_the_readme_install_line(tmp_path: Path) -> None:
+    """`pip install 'ckptlint[runtime]'` cannot work while ckptlint is not on PyPI."""
+    (tmp_path / "train.py").write_text("print('the script ran')\n")
+    no_torch = "import sys\nsys.modules['torch'] = None  # import torch fails\nfrom ckptlint.cli import main\nmain(['confirm', 'train.py'])\n"
+    completed = subprocess.run([sys.executable, "-c", no_torch], cwd=tmp_path, capture_output=True, timeout=300)
+    assert completed.returncode == 2 and completed.stdout == b""
+    (line,) = completed.stderr.decode().splitlines()
+    assert line.startswith("ckptlint: error: the runtime companion needs torch (")
+    assert line.endswith(": " + _readme_runtime_install_line() + " (README.md, Installing)")
+
+
+def test_the_runtime_extra_brings_numpy() -> None:
+    """torch 2.14/2.15 warn `Failed to initialize NumPy` at import without it."""
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert "numpy" in extras["runtime"]
+
+
 # torch laid out in a way the companion does not know, before anything of ckptlint runs
 BREAK_TORCH = "import torch.utils.checkpoint as cp\ncp.CheckpointFunction.apply = object()\n"
 REFUSAL = (

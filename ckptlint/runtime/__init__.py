@@ -7,7 +7,7 @@
 With `witness=True`, the sampled calls are also watched through the user's own backward:
 the recompute torch runs is compared op by op with the forward it replaces (witness.py).
 
-Needs torch (`pip install ckptlint[runtime]`); the linter never imports this package.
+Needs torch (the `runtime` extra; README.md, Installing); the linter never imports this package.
 """
 
 from __future__ import annotations

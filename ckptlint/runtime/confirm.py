@@ -3,6 +3,7 @@ every checkpoint call, then join what was observed with the static findings."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import runpy
@@ -46,13 +47,39 @@ def static_results(
     return None
 
 
+class TargetNotFound(Exception):
+    """`-m MODULE` names nothing `python -m` could run: a usage error (exit 2), not the script's failure."""
+
+
+def find_module(name: str) -> None:
+    """Raise TargetNotFound unless `python -m name` would find a module to run. Parent packages
+    are imported, as runpy imports them (so under the session); an error inside one is the
+    program's own failure and propagates."""
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise TargetNotFound(f"confirm -m: {name!r} is not a module name")
+    try:
+        spec = importlib.util.find_spec(name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or name
+        if name != missing and not name.startswith(missing + "."):
+            raise  # a module the package imports is missing: its own failure
+        spec = None
+        name = missing
+    if spec is None:
+        raise TargetNotFound(f"confirm -m: no module named {name!r}")
+    if spec.submodule_search_locations is not None and importlib.util.find_spec(f"{name}.__main__") is None:
+        raise TargetNotFound(f"confirm -m: {name!r} is a package without a __main__ module, so it cannot be run")
+
+
 def run_script(target: str, arguments: Sequence[str], as_module: bool) -> int:
-    """Run like `python SCRIPT ARGS` (or `python -m MODULE ARGS`); return its exit code."""
+    """Run like `python SCRIPT ARGS` (or `python -m MODULE ARGS`); return its exit code.
+    Raises TargetNotFound for a module that does not exist (the CLI checks a script's path)."""
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [target, *arguments]
     try:
         if as_module:
             sys.path.insert(0, os.getcwd())
+            find_module(target)
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
             sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
@@ -66,6 +93,8 @@ def run_script(target: str, arguments: Sequence[str], as_module: bool) -> int:
             return code
         print(code, file=sys.stderr)
         return 1
+    except TargetNotFound:
+        raise
     except BaseException:  # noqa: BLE001 - report like the interpreter would, then our report
         traceback.print_exc()
         return 1
