@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 from lsprotocol import types
 
 from ckptlint.lsp.analysis import LintOutcome
+from ckptlint.lsp.documents import DocumentKey
 
 if TYPE_CHECKING:
     from pygls.progress import Progress
@@ -31,4 +32,4 @@ class SchedulerHost(Protocol):
 
     def window_log_message(self, params: types.LogMessageParams) -> None: ...
 
-    def accept(self, uri: str, version: int | None, outcome: LintOutcome, publish: bool = True) -> None: ...
+    def accept(self, key: DocumentKey, version: int | None, outcome: LintOutcome, publish: bool = True) -> None: ...

@@ -28,6 +28,7 @@ from pathlib import Path
 from lsprotocol import types
 
 from ckptlint.lsp.analysis import LintOutcome, LintRequest, Scope, lint_document, load_fixes, project_scope, warm_up
+from ckptlint.lsp.documents import DocumentKey, open_documents
 from ckptlint.lsp.host import SchedulerHost
 
 PROGRESS_CREATE_TIMEOUT = 5.0  # seconds a client may take to accept a progress token
@@ -39,10 +40,10 @@ class Scheduler:
         self.server = server
         self._local = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptlint-file")
         self._project: ProcessPoolExecutor | None = None
-        self._queue: dict[str, None] = {}  # documents waiting for a project lint, oldest first
+        self._queue: dict[DocumentKey, None] = {}  # documents waiting for a project lint, oldest first
         self._queued = asyncio.Event()
         self._scanner: asyncio.Task[None] | None = None
-        self._pending: dict[str, asyncio.Task[None]] = {}  # debounced lints, by URI
+        self._pending: dict[DocumentKey, asyncio.Task[None]] = {}  # debounced lints
         self._tokens = itertools.count(1)
         self._stopped = False
         self._fixes_loaded = False
@@ -65,10 +66,10 @@ class Scheduler:
 
     # -- requests -------------------------------------------------------------
 
-    def lint(self, uri: str, delay: float = 0.0, local: bool = True) -> None:
-        """Lint `uri` after `delay` seconds (a newer call for it replaces this one): file-local
+    def lint(self, key: DocumentKey, delay: float = 0.0, local: bool = True) -> None:
+        """Lint the document `key` names after `delay` seconds (a newer call replaces this one): file-local
         first unless `local` is false, then project-wide."""
-        pending = self._pending.pop(uri, None)
+        pending = self._pending.pop(key, None)
         if pending is not None:  # replaced: keep the file-local pass it may have been waiting to run
             pending.cancel()
             local = True
@@ -76,32 +77,36 @@ class Scheduler:
         async def run() -> None:
             if delay:
                 await asyncio.sleep(delay)
-            self._pending.pop(uri, None)
+            self._pending.pop(key, None)
             if local:
-                outcome = await self.file_local(uri)
+                outcome = await self.file_local(key)
                 if outcome is None:
                     return
-            self._enqueue(uri)
+            self._enqueue(key)
 
-        self._pending[uri] = asyncio.get_running_loop().create_task(run())
+        self._pending[key] = asyncio.get_running_loop().create_task(run())
 
-    def forget(self, uri: str) -> None:
+    def forget(self, key: DocumentKey) -> None:
         """A closed document: drop its waiting lints."""
-        pending = self._pending.pop(uri, None)
+        pending = self._pending.pop(key, None)
         if pending is not None:
             pending.cancel()
-        self._queue.pop(uri, None)
+        self._queue.pop(key, None)
 
-    async def file_local(self, uri: str, publish: bool = True, fixes: bool = False) -> LintOutcome | None:
-        """The file-local lint of the document as it is now (None when it failed); without
-        `fixes`, its findings carry none (code actions ask again, with them)."""
-        request, version = self._request(uri)
+    async def file_local(self, key: DocumentKey, publish: bool = True, fixes: bool = False) -> LintOutcome | None:
+        """The file-local lint of the document as it is now (None when it failed or the
+        document is not open); without `fixes`, its findings carry none (code actions ask
+        again, with them)."""
+        current = self._request(key)
+        if current is None:
+            return None
+        request, version = current
         try:
             outcome = await self._run(self._local, replace(request, want_fixes=fixes))
         except Exception:  # noqa: BLE001 - a bug must not take the editor's server down
-            self._internal_error(uri)
+            self._internal_error(key)
             return None
-        self.server.accept(uri, version, outcome, publish)
+        self.server.accept(key, version, outcome, publish)
         if not self._fixes_loaded:
             self._fixes_loaded = True
             self._local.submit(load_fixes)
@@ -109,9 +114,9 @@ class Scheduler:
 
     # -- the project-wide queue -----------------------------------------------
 
-    def _enqueue(self, uri: str) -> None:
-        self._queue.pop(uri, None)
-        self._queue[uri] = None
+    def _enqueue(self, key: DocumentKey) -> None:
+        self._queue.pop(key, None)
+        self._queue[key] = None
         self._queued.set()
         if self._scanner is None or self._scanner.done():
             self._scanner = asyncio.get_running_loop().create_task(self._scan_queue())
@@ -121,17 +126,18 @@ class Scheduler:
             await self._queued.wait()
             self._queued.clear()
             while self._queue and not self._stopped:
-                uri = next(iter(self._queue))
-                del self._queue[uri]
-                if uri not in self.server.workspace.text_documents:
-                    continue
+                key = next(iter(self._queue))
+                del self._queue[key]
                 try:
-                    await self._scan(uri)
+                    await self._scan(key)
                 except Exception:  # noqa: BLE001 - the next document's scan must still run
-                    self._internal_error(uri)
+                    self._internal_error(key)
 
-    async def _scan(self, uri: str) -> None:
-        request, version = self._request(uri)
+    async def _scan(self, key: DocumentKey) -> None:
+        current = self._request(key)
+        if current is None:  # closed since it was queued
+            return
+        request, version = current
         scope = await asyncio.to_thread(project_scope, request.path, request.base)
         message = f"project root {scope.root} ({len(scope.files)} files; {scope.reason}) for {request.path.name}"
         logger.info("ckptlint: %s", message)
@@ -142,11 +148,11 @@ class Scheduler:
             outcome = await self._run(self._pool(), LintRequest(request.path, request.overlays, request.base, scope))
         except BrokenProcessPool:  # the child died (killed for memory?): a new one next time
             self._project = None
-            self._internal_error(uri)
+            self._internal_error(key)
         except Exception:  # noqa: BLE001
-            self._internal_error(uri)
+            self._internal_error(key)
         if outcome is not None:
-            self.server.accept(uri, version, outcome)
+            self.server.accept(key, version, outcome)
         if token is not None:
             found = "failed" if outcome is None else f"{len(outcome.findings)} findings in {request.path.name}"
             end = types.WorkDoneProgressEnd(message=found)
@@ -169,13 +175,14 @@ class Scheduler:
 
     # -- helpers --------------------------------------------------------------
 
-    def _request(self, uri: str) -> tuple[LintRequest, int | None]:
-        """A file-local request for the document as it is now, and its version."""
-        workspace = self.server.workspace
-        document = workspace.get_text_document(uri)
-        overlays = {
-            Path(doc.path): doc.source for doc in workspace.text_documents.values() if doc.path.endswith((".py", ".pyi"))
-        }
+    def _request(self, key: DocumentKey) -> tuple[LintRequest, int | None] | None:
+        """A file-local request for the document as it is now, and its version; None when it
+        is not open, or is not a file (an `untitled:` buffer has no path to lint as)."""
+        documents = open_documents(self.server.workspace)
+        document = documents.get(key)
+        if document is None or document.path is None:
+            return None
+        overlays = {Path(doc.path): doc.source for doc in documents.values() if doc.path and doc.path.endswith((".py", ".pyi"))}
         return LintRequest(Path(document.path), overlays, self.server.root), document.version
 
     def _pool(self) -> ProcessPoolExecutor:
@@ -189,9 +196,9 @@ class Scheduler:
     async def _run(self, executor: Executor, request: LintRequest) -> LintOutcome:
         return await asyncio.get_running_loop().run_in_executor(executor, lint_document, request)
 
-    def _internal_error(self, uri: str) -> None:
+    def _internal_error(self, key: DocumentKey) -> None:
         if self._stopped:  # a scan ended by the shutdown
             return
-        logger.exception("ckptlint failed on %s", uri)
-        message = f"ckptlint: internal error on {uri}"
+        logger.exception("ckptlint failed on %s", key)
+        message = f"ckptlint: internal error on {key}"
         self.server.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=message))

@@ -28,6 +28,7 @@ from ckptlint.version import __version__
 from ckptlint.finding import SAFE, Edit, Finding, Fix
 from ckptlint.fixes import chosen_fixes
 from ckptlint.lsp.analysis import LintOutcome
+from ckptlint.lsp.documents import DocumentKey, client_uri, document_key, open_document, open_documents, path_key
 from ckptlint.lsp.protocol import CkptlintProtocol
 from ckptlint.lsp.scheduler import Scheduler
 from ckptlint.noqa import noqa_edits
@@ -37,6 +38,7 @@ from ckptlint.source import SourceFile
 
 if TYPE_CHECKING:
     from pygls.server import ServerErrors
+    from pygls.workspace import TextDocument
 
 DEBOUNCE_SECONDS = 0.3
 FIX_ALL = types.CodeActionKind.SourceFixAll + ".ckptlint"
@@ -48,7 +50,7 @@ class CkptlintServer(LanguageServer):
         super().__init__(
             "ckptlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental, protocol_cls=CkptlintProtocol
         )
-        self.outcomes: dict[str, LintOutcome] = {}  # the last lint published (or its findings with fixes), by URI
+        self.outcomes: dict[DocumentKey, LintOutcome] = {}  # the last lint published (or its findings with fixes)
         self.scheduler = Scheduler(self)
         self._sources: dict[str, SourceFile] = {}  # lines for column conversion, by display path
         self._converter = get_converter()
@@ -65,24 +67,25 @@ class CkptlintServer(LanguageServer):
         root = self.workspace.root_path
         return Path(root) if root else Path.cwd()
 
-    def accept(self, uri: str, version: int | None, outcome: LintOutcome, publish: bool = True) -> None:
-        """Publish a lint's findings, unless the document was closed or edited since. Without
-        `publish`: keep findings with fixes for code actions, in place of file-local ones
-        published without them."""
-        document = self.workspace.text_documents.get(uri)
+    def accept(self, key: DocumentKey, version: int | None, outcome: LintOutcome, publish: bool = True) -> None:
+        """Publish a lint's findings under the URI the client opened the document with,
+        unless it was closed or edited since. Without `publish`: keep findings with fixes for
+        code actions, in place of file-local ones published without them."""
+        document = open_document(self.workspace, key)
         if document is None or document.version != version:
             return
         if not publish:
-            current = self.outcomes.get(uri)
+            current = self.outcomes.get(key)
             if current is None or not current.with_fixes:
-                self.outcomes[uri] = outcome
+                self.outcomes[key] = outcome
             return
         for message in outcome.messages:
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"ckptlint: {message}"))
         self._sources.update(outcome.sources)
-        self.outcomes[uri] = outcome
+        self.outcomes[key] = outcome
         diagnostics = [self._diagnostic(finding) for finding in outcome.findings]
-        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
+        published = types.PublishDiagnosticsParams(uri=document.uri, diagnostics=diagnostics, version=version)
+        self.text_document_publish_diagnostics(published)
 
     def report_server_error(self, error: Exception, source: ServerErrors) -> None:
         if isinstance(self.protocol, CkptlintProtocol):
@@ -98,20 +101,19 @@ class CkptlintServer(LanguageServer):
         if source is not None:
             return source.line(line)
         absolute = Path(path) if os.path.isabs(path) else self.root / path
-        document = self.workspace.text_documents.get(absolute.as_uri())
+        document = open_document(self.workspace, path_key(absolute))
         if document is not None and 0 < line <= len(document.lines):
             text: str = document.lines[line - 1]
             return text.rstrip("\r\n")
         return ""
 
     def _diagnostic(self, finding: Finding) -> types.Diagnostic:
-        data = diagnostic(finding, self._line, self.encoding, uri_for=lambda path: (self.root / path).as_uri())
+        data = diagnostic(finding, self._line, self.encoding, uri_for=lambda path: client_uri(self.workspace, self.root / path))
         return self._converter.structure(data, types.Diagnostic)
 
     # -- edits ----------------------------------------------------------------
 
-    def text_edits(self, uri: str, edits: list[Edit]) -> list[types.TextEdit]:
-        document = self.workspace.get_text_document(uri)
+    def text_edits(self, document: TextDocument, edits: list[Edit]) -> list[types.TextEdit]:
         lines = [line.rstrip("\r\n") for line in document.lines]
 
         def position(line: int, column: int) -> types.Position:
@@ -123,8 +125,7 @@ class CkptlintServer(LanguageServer):
             for e in edits
         ]
 
-    def source_file(self, uri: str) -> SourceFile:
-        document = self.workspace.get_text_document(uri)
+    def source_file(self, document: TextDocument) -> SourceFile:
         return SourceFile(document.path, document.path, document.source)
 
 
@@ -143,33 +144,34 @@ def on_shutdown(ls: CkptlintServer, params: None) -> None:
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: CkptlintServer, params: types.DidOpenTextDocumentParams) -> None:
-    ls.scheduler.lint(params.text_document.uri)
+    ls.scheduler.lint(document_key(params.text_document.uri))
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: CkptlintServer, params: types.DidChangeTextDocumentParams) -> None:
-    ls.scheduler.lint(params.text_document.uri, DEBOUNCE_SECONDS)
+    ls.scheduler.lint(document_key(params.text_document.uri), DEBOUNCE_SECONDS)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: CkptlintServer, params: types.DidSaveTextDocumentParams) -> None:
-    for uri in list(ls.workspace.text_documents):  # a saved file can change another's regions
-        if uri.endswith((".py", ".pyi")):
-            ls.scheduler.lint(uri, local=False)  # the file-local findings cannot have changed
+    for key in open_documents(ls.workspace):  # a saved file can change another's regions
+        if key.endswith((".py", ".pyi")):
+            ls.scheduler.lint(key, local=False)  # the file-local findings cannot have changed
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: CkptlintServer, params: types.DidCloseTextDocumentParams) -> None:
-    ls.outcomes.pop(params.text_document.uri, None)
-    ls.scheduler.forget(params.text_document.uri)
+    key = document_key(params.text_document.uri)
+    ls.outcomes.pop(key, None)
+    ls.scheduler.forget(key)
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 def did_change_watched_files(ls: CkptlintServer, params: types.DidChangeWatchedFilesParams) -> None:
-    for uri in list(ls.workspace.text_documents):  # the configuration may have changed: both passes
-        if uri.endswith((".py", ".pyi")):
-            ls.scheduler.lint(uri)
+    for key in open_documents(ls.workspace):  # the configuration may have changed: both passes
+        if key.endswith((".py", ".pyi")):
+            ls.scheduler.lint(key)
 
 
 @server.feature(
@@ -177,33 +179,35 @@ def did_change_watched_files(ls: CkptlintServer, params: types.DidChangeWatchedF
     types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=False),
 )
 async def code_action(ls: CkptlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    uri = params.text_document.uri
-    outcome = ls.outcomes.get(uri)
+    key = document_key(params.text_document.uri)
+    document = open_document(ls.workspace, key)
+    if document is None:  # only open documents
+        return []
+    outcome = ls.outcomes.get(key)
     if outcome is None or not outcome.with_fixes:  # not linted yet, or file-local so far: with fixes now
-        outcome = await ls.scheduler.file_local(uri, publish=False, fixes=True)
+        outcome = await ls.scheduler.file_local(key, publish=False, fixes=True)
     findings = [] if outcome is None else outcome.findings
     wanted = params.context.only
     actions: list[types.CodeAction] = []
     if not wanted or any(kind.startswith(types.CodeActionKind.QuickFix) for kind in wanted):
         for finding in findings:
-            if _overlaps(ls, uri, finding, params.range):
-                actions.extend(_quick_fixes(ls, uri, finding))
+            if _overlaps(ls, document, finding, params.range):
+                actions.extend(_quick_fixes(ls, document, finding))
     if not wanted or any(FIX_ALL.startswith(kind) or kind == types.CodeActionKind.Source for kind in wanted):
         safe = chosen_fixes(findings, unsafe=False)
         if safe:
-            edits = ls.text_edits(uri, [edit for fix in safe for edit in fix.edits])
+            edits = ls.text_edits(document, [edit for fix in safe for edit in fix.edits])
             actions.append(
                 types.CodeAction(
                     title="ckptlint: fix all safe fixes",
                     kind=FIX_ALL,
-                    edit=types.WorkspaceEdit(changes={uri: edits}),
+                    edit=types.WorkspaceEdit(changes={document.uri: edits}),
                 )
             )
     return actions
 
 
-def _overlaps(ls: CkptlintServer, uri: str, finding: Finding, selection: types.Range) -> bool:
-    document = ls.workspace.get_text_document(uri)
+def _overlaps(ls: CkptlintServer, document: TextDocument, finding: Finding, selection: types.Range) -> bool:
     lines = [line.rstrip("\r\n") for line in document.lines]
 
     def key(line: int, character: int) -> tuple[int, int]:
@@ -215,31 +219,31 @@ def _overlaps(ls: CkptlintServer, uri: str, finding: Finding, selection: types.R
     return (finding.line, finding.column) <= end and start <= (finding.end_line, finding.end_column)
 
 
-def _quick_fixes(ls: CkptlintServer, uri: str, finding: Finding) -> list[types.CodeAction]:
+def _quick_fixes(ls: CkptlintServer, document: TextDocument, finding: Finding) -> list[types.CodeAction]:
     diagnostic_ = ls._diagnostic(finding)
     actions = []
     for fix in finding.fixes:
-        actions.append(_fix_action(ls, uri, fix, diagnostic_))
-    noqa = noqa_edits(ls.source_file(uri), [finding])
+        actions.append(_fix_action(ls, document, fix, diagnostic_))
+    noqa = noqa_edits(ls.source_file(document), [finding])
     if noqa:
         actions.append(
             types.CodeAction(
                 title=f"ckptlint: ignore {finding.code} on this line (# noqa)",
                 kind=types.CodeActionKind.QuickFix,
                 diagnostics=[diagnostic_],
-                edit=types.WorkspaceEdit(changes={uri: ls.text_edits(uri, noqa)}),
+                edit=types.WorkspaceEdit(changes={document.uri: ls.text_edits(document, noqa)}),
             )
         )
     return actions
 
 
-def _fix_action(ls: CkptlintServer, uri: str, fix: Fix, diagnostic_: types.Diagnostic) -> types.CodeAction:
+def _fix_action(ls: CkptlintServer, document: TextDocument, fix: Fix, diagnostic_: types.Diagnostic) -> types.CodeAction:
     return types.CodeAction(
         title=f"ckptlint: {fix.description}" + ("" if fix.applicability == SAFE else " [unsafe]"),
         kind=types.CodeActionKind.QuickFix,
         diagnostics=[diagnostic_],
         is_preferred=fix.applicability == SAFE,
-        edit=types.WorkspaceEdit(changes={uri: ls.text_edits(uri, list(fix.edits))}),
+        edit=types.WorkspaceEdit(changes={document.uri: ls.text_edits(document, list(fix.edits))}),
     )
 
 
@@ -251,7 +255,7 @@ def hover(ls: CkptlintServer, params: types.HoverParams) -> types.Hover | None:
     """The rule's page when hovering a code in a comment (`# noqa: CKP201`), as ruff does."""
     from ckptlint.rules import RULES_BY_CODE
 
-    document = ls.workspace.text_documents.get(params.text_document.uri)
+    document = open_document(ls.workspace, document_key(params.text_document.uri))
     if document is None or params.position.line >= len(document.lines):  # only open documents
         return None
     text = document.lines[params.position.line].rstrip("\r\n")
