@@ -4,9 +4,13 @@ objects and globals reachable from it.
 Starting from the checkpointed callable and its arguments, follow partials, bound methods,
 closure cells, the globals its code names (recursively into nested code and into the
 project functions and module classes it reaches), `nn.Module` trees and the Python
-containers and objects hanging off them. Library code (torch, the standard library,
-site-packages) is not followed into its globals: the region cannot change their state in a
-way a replay would notice, and following them would snapshot half the interpreter. What a
+containers and objects hanging off them. A `torch.autograd.Function` subclass the region
+calls (`MyFn.apply`, or an alias `f = MyFn.apply`) is followed into its `forward`,
+`setup_context` and `backward` (static methods, as a class's are) and its class attributes:
+its forward reruns at recompute, and each replay runs its backward. Library code (torch,
+the standard library, site-packages) is not followed into its globals (nor a library
+Function's class attributes): the region cannot change their state in a way a replay would
+notice, and following them would snapshot half the interpreter. What a
 library closure captured is the caller's data, though (`checkpoint_sequential` checkpoints
 a torch closure over the user's layers), so closure cells and defaults are followed for
 every function. Closure cells are recorded themselves, not only what they hold: a
@@ -22,6 +26,7 @@ from __future__ import annotations
 import collections
 import functools
 import os
+import sys
 import sysconfig
 import types
 from dataclasses import dataclass, field
@@ -139,6 +144,9 @@ class _Walker:
             for index, element in enumerate(value):
                 self.visit(element, f"{name}[{index}]", how)
             return
+        if isinstance(value, type) and issubclass(value, torch.autograd.Function):
+            self._autograd_function(value, how)
+            return
         if isinstance(value, (types.ModuleType, type, types.BuiltinFunctionType, torch.dtype, torch.device)):
             return
         if type(value).__module__.startswith(("torch", "builtins", "numpy")):
@@ -199,6 +207,21 @@ class _Walker:
                 self.found.globals.setdefault((id(namespace), global_name), (namespace, global_name))
                 self.visit(value, global_name, _first_hop(how, GLOBAL))
 
+    def _autograd_function(self, cls: type, how: str) -> None:
+        """A project `torch.autograd.Function` the region calls (`MyFn.apply`, or an alias
+        `f = MyFn.apply`, whose `__self__` is the class): `forward`, `setup_context` and
+        `backward` run as part of the region and its replays' backward passes, so what they
+        reach is the region's; the class's own attributes (a counter, a cache) are state too."""
+        for klass in _own_classes(cls):
+            if _is_library_class(klass):  # a library's class attributes are its own state
+                continue
+            self.found.objects.setdefault(id(klass), (klass.__qualname__, klass))
+            for key, value in vars(klass).items():
+                if not key.startswith("__") and _function_of(value) is None:
+                    self.visit(value, f"{klass.__qualname__}.{key}", _first_hop(how, ATTRIBUTE))
+        for function in _methods(cls):
+            self._function(function, f"{cls.__qualname__}.{function.__name__}", how)
+
     def _cell_name(self, free: str, function: types.FunctionType) -> str:
         """The variable's name (`counter`), qualified by its function when two cells share it."""
         taken = {name for name, _ in self.found.cells.values()}
@@ -218,10 +241,27 @@ def _names(code: types.CodeType) -> set[str]:
     return names
 
 
+def _own_classes(cls: type) -> Iterable[type]:
+    """The classes of `cls`'s MRO that are not torch's or `object`."""
+    return (klass for klass in cls.__mro__ if not klass.__module__.startswith("torch") and klass is not object)
+
+
+def _is_library_class(cls: type) -> bool:
+    module_file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    return isinstance(module_file, str) and is_library_file(module_file)
+
+
+def _function_of(value: Any) -> types.FunctionType | None:
+    """The function a class attribute defines: itself, or what a `staticmethod` (an
+    autograd.Function's `forward` and `backward`) or `classmethod` wraps."""
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    return value if isinstance(value, types.FunctionType) else None
+
+
 def _methods(cls: type) -> Iterable[types.FunctionType]:
-    for klass in cls.__mro__:
-        if klass.__module__.startswith("torch") or klass is object:
-            continue
+    for klass in _own_classes(cls):
         for value in vars(klass).values():
-            if isinstance(value, types.FunctionType):
-                yield value
+            function = _function_of(value)
+            if function is not None:
+                yield function

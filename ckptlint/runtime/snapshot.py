@@ -5,7 +5,8 @@ version counter moved, and the counter is then set back, so autograd never sees 
 in-place modification that the user's own code did not make. `.grad` fields, RNG
 streams (the global ones and every generator object the region can reach), containers,
 object attributes (buffers reassigned on modules included), closure cells and globals
-are restored as they were.
+are restored as they were; so are the attributes of the autograd.Function classes the
+region calls (reach.py).
 """
 
 from __future__ import annotations
@@ -46,6 +47,24 @@ def _restore_container(value: Any, saved: Any) -> None:
     else:  # set, deque
         value.clear()
         (value.update if isinstance(value, set) else value.extend)(saved)
+
+
+def _restore_attributes(value: Any, saved: dict[str, Any]) -> None:
+    """Through the instance's `__dict__` (bypassing `nn.Module.__setattr__`'s routing), or, for
+    a class (an autograd.Function's counter), through setattr: its `__dict__` is read-only."""
+    attributes = vars(value)
+    added = [key for key in attributes if key not in saved]
+    rebound = [(key, item) for key, item in saved.items() if attributes.get(key, MISSING) is not item]
+    if isinstance(value, type):
+        for key in added:
+            delattr(value, key)
+        for key, item in rebound:
+            setattr(value, key, item)
+        return
+    for key in added:
+        del attributes[key]
+    for key, item in rebound:
+        attributes[key] = item
 
 
 def same_elements(current: Any, saved: list[Any]) -> bool:
@@ -174,11 +193,7 @@ class Snapshot:
                 if attributes.get(key) is not None and not _same_items(attributes[key], inner):
                     attributes[key].clear()
                     attributes[key].update(inner)
-            for key in [k for k in attributes if k not in saved_attributes]:
-                del attributes[key]
-            for key, item in saved_attributes.items():
-                if attributes.get(key, MISSING) is not item:
-                    attributes[key] = item
+            _restore_attributes(value, saved_attributes)
         for namespace, name, present, value in self.globals:
             if present:
                 if namespace.get(name, MISSING) is not value:
