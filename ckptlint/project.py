@@ -27,7 +27,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from ckptlint.finding import Finding
 from ckptlint.libraries import is_library_directory, never_read
@@ -54,35 +54,98 @@ def display_path(path: Path | str, base: Path | None = None) -> str:
 
 
 def import_root(path: Path) -> Path:
+    """The directory `sys.path` must hold for the file to import as its code spells it: above
+    its regular packages (`__init__.py`), and above the namespace packages (PEP 420 directories
+    without one) whose modules import through their names."""
     directory = path.parent
-    while (directory / "__init__.py").is_file() and directory.parent != directory:
+    while os.path.isfile(directory / "__init__.py") and directory.parent != directory:  # os.path: False, not an error, when unreadable
         directory = directory.parent
-    return directory.parent if is_namespace_package(directory) else directory
+    return namespace_root(directory)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)
+def namespace_root(directory: Path) -> Path:
+    """`directory` (no `__init__.py`), or the parent of the outermost namespace package it is
+    part of: the longest chain `a/b` of directories without `__init__.py` whose dotted name
+    (`a.b`) the modules in `directory` or in its packages import through. Megatron's wheel has no
+    `megatron/__init__.py` and `megatron/core/__init__.py` says `import megatron.core.utils`; an
+    application's `pkg/model.py` says `from pkg.blocks import Block`. A `src/` layout's packages
+    never say `src.`, a `tests/` directory's modules import the package they test, not `tests.`,
+    and a name `directory` itself holds (`reexport/reexport/`) is that module: those stay roots."""
+    chain = [directory]
+    while len(chain) < _NAMESPACE_DEPTH and chain[-1].parent.parent != chain[-1].parent and not os.path.isfile(chain[-1].parent / "__init__.py"):
+        chain.append(chain[-1].parent)
+    spellings: list[tuple[bytes, ...]] = []  # by depth: how a module spells the chain's dotted name
+    own, packages = _listing(directory)
+    importable = {file.stem for file in own} | {package.name for package in packages}
+    for depth, part in enumerate(chain):
+        # `reexport/reexport/utils.py` saying `from reexport.utils import`: the name is the inner
+        # package, importable from `directory` itself, not the outer folder
+        if directory.parent == directory or not part.name.isidentifier() or part.name in importable:
+            break
+        dotted = ".".join(p.name for p in reversed(chain[: depth + 1]))
+        spellings.append((f"import {dotted}.".encode(), f"from {dotted}.".encode(), f"from {dotted} import".encode()))
+    deepest = -1
+    for head in _module_heads(own, packages) if spellings else ():
+        deepest = max([deepest, *(depth for depth, spelled in enumerate(spellings) if any(s in head for s in spelled))])
+        if deepest == len(spellings) - 1:
+            break
+    return directory if deepest < 0 else chain[deepest].parent
+
+
 def is_namespace_package(directory: Path) -> bool:
-    """A directory without `__init__.py` whose packages import themselves through its name
-    (Megatron's wheel: `megatron/core/__init__.py` says `import megatron.core.utils`), so
-    that its parent is what `sys.path` holds. A `src/` layout's packages never say `src.`."""
-    if directory.parent == directory or (directory / "__init__.py").is_file():
+    """A directory without `__init__.py` that is part of a namespace package its modules import
+    through (see `namespace_root`): its parent, or one above, is what `sys.path` holds."""
+    if directory.parent == directory or os.path.isfile(directory / "__init__.py"):
         return False
-    spellings = (f"import {directory.name}.".encode(), f"from {directory.name}.".encode(), f"from {directory.name} import".encode())
-    try:
-        packages = [entry for entry in os.scandir(directory) if entry.is_dir() and not entry.name.startswith(".")]
-    except OSError:
-        return False
+    return namespace_root(directory) != directory
+
+
+def _module_heads(own: list[Path], packages: list[Path]) -> Iterator[bytes]:
+    """The first bytes of a directory's own modules, then of its packages' modules
+    (`__init__.py` first), read as asked for: a match ends the search."""
+    for file in own:
+        yield from _head(file)
     for package in packages:
+        files, _ = _listing(package)
+        if package / "__init__.py" in files:
+            yield from _head(package / "__init__.py")
+            for file in files:
+                if file.name != "__init__.py":
+                    yield from _head(file)
+
+
+def _listing(directory: Path) -> tuple[list[Path], list[Path]]:
+    """A directory's `.py` files and its subdirectories, by name; none when it cannot be read."""
+    files: list[Path] = []
+    directories: list[Path] = []
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except OSError:
+        return files, directories
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
         try:
-            head = (Path(package.path) / "__init__.py").read_bytes()[:_NAMESPACE_PROBE]
+            if entry.name.endswith(".py") and entry.is_file():
+                files.append(Path(entry.path))
+            elif entry.is_dir():
+                directories.append(Path(entry.path))
         except OSError:
             continue
-        if any(spelling in head for spelling in spellings):
-            return True
-    return False
+    return files, directories
 
 
-_NAMESPACE_PROBE = 65536  # bytes of each package's __init__.py read for the namespace test
+def _head(file: Path) -> Iterator[bytes]:
+    try:
+        with open(file, "rb") as handle:
+            yield handle.read(_NAMESPACE_PROBE)
+    except OSError:
+        return
+
+
+_NAMESPACE_DEPTH = 4  # directories without `__init__.py` a namespace package's name may span
+_NAMESPACE_PROBE = 65536  # bytes of each module read for the namespace test
 
 
 class LoadedModule:
@@ -319,7 +382,7 @@ class Project:
             parts = name.split(".")
             root = self._root_of(parts[0]) if all(parts) else None
             directory = root.joinpath(parts[0].partition("@")[0], *parts[1:]) if root is not None else None
-            self._directory_by_name[name] = directory if directory is not None and directory.is_dir() else None
+            self._directory_by_name[name] = directory if directory is not None and os.path.isdir(directory) else None
         return self._directory_by_name[name]
 
     def module_named(self, name: str) -> ModuleSymbols | None:

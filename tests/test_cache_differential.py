@@ -4,7 +4,8 @@ reports exactly what a run without it reports (the contract in docs/performance.
 Projects are built from a menu of module texts that exercise what the cache must track:
 regions in other modules, aliases and partials bound in one module and called in another,
 layer subclasses across modules, package re-exports (plain and star), module-attribute
-calls, and package markers that come and go. Each step replaces, adds or deletes one module
+calls, a package reached through attribute chains and an alias, a namespace package whose
+modules come to spell its name (which moves their import root), and package markers that come and go. Each step replaces, adds or deletes one module
 and compares a whole-project run and a pre-commit-style run of the edited file.
 """
 
@@ -53,7 +54,17 @@ MENU: dict[str, list[str]] = {
         "from torch.utils.checkpoint import checkpoint\n\nimport pkg.blocks as b\n\n\ndef step(x):\n    return checkpoint(b.block, x, use_reentrant=False)\n",
         "from pkg import ck\nfrom pkg.deep import block\n\n\ndef step(x):\n    return ck(block, x)\n",
         "x = 1\n",
+        # a package bound and reached through an attribute chain, and through an alias (any submodule)
+        "import pkg\nfrom torch.utils.checkpoint import checkpoint\n\n\ndef step(x):\n    return checkpoint(pkg.deep.block, x, use_reentrant=False)\n",
+        "import pkg\nfrom torch.utils.checkpoint import checkpoint\n\np = pkg\n\n\ndef step(x):\n    return checkpoint(p.deep.block, x, use_reentrant=False)\n",
     ],
+    # a namespace package (no `__init__.py`): a package when its modules spell `ns.`, else a root
+    "ns/model.py": [
+        "from torch.utils.checkpoint import checkpoint\n\nfrom ns.blocks import block\n\n\ndef forward(x):\n    return checkpoint(block, x, use_reentrant=False)\n",
+        "from torch.utils.checkpoint import checkpoint\n\nfrom blocks import block\n\n\ndef forward(x):\n    return checkpoint(block, x, use_reentrant=False)\n",
+    ],
+    "ns/blocks.py": [RANDOM_FN, CLEAN_FN, "from ns.deep import block\n"],
+    "ns/deep.py": [RANDOM_FN, CLEAN_FN],
 }
 MODULES = sorted(MENU)
 

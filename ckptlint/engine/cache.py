@@ -40,11 +40,13 @@ from ckptlint.catalogue import COMPOSITION_WORDS
 from ckptlint.prefilter import Names
 
 CACHE_DIR_NAME = ".ckptlint_cache"
-FORMAT = 5  # bump when the JSON layout changes: an index of another format is ignored (5: sites' contexts, severity)
+FORMAT = 6  # bump when the JSON layout changes: an index of another format is ignored (6: edges split in imports and packages)
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by ckptlint.\n"
 
 StatRecord = tuple[int, int, int, int, str]  # size, mtime_ns, ctime_ns, inode, content digest
-ModuleEdges = tuple[str, tuple[str, ...]]  # a module's digest, and every module name its imports can reach
+# a module's digest; every module name its imports load (with their packages); the project names its
+# imports bind, through which it reaches any submodule as an attribute (worker.module_edges)
+ModuleEdges = tuple[str, tuple[str, ...], tuple[str, ...]]
 
 
 class MalformedCache(ValueError):
@@ -188,6 +190,7 @@ class Index:
     stats: Mapping[str, StatRecord] = field(default_factory=dict)  # absolute path -> stat data and digest
     names: FrozenNames = FrozenNames()  # the run's final names
     files: tuple[str, ...] = ()  # the project's files
+    roots: tuple[str, ...] = ()  # their import roots (which depend on what the modules spell: project.namespace_root)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -196,6 +199,7 @@ class Index:
             "stats": dict(self.stats),
             "names": self.names.to_json(),
             "files": list(self.files),
+            "roots": list(self.roots),
         }
 
     @classmethod
@@ -211,6 +215,7 @@ class Index:
             {path: _stat(stat) for path, stat in stats.items()},
             FrozenNames.from_json(data.get("names")),
             _string_tuple(files),
+            _string_tuple(data.get("roots")),
         )
 
 
@@ -304,9 +309,9 @@ def _stat(value: object) -> StatRecord:
 
 
 def _edges(value: object) -> ModuleEdges:
-    if not (type(value) is list and len(value) == 2 and type(value[0]) is str):
-        raise MalformedCache("edges: not [digest, module names]")
-    return value[0], _string_tuple(value[1])
+    if not (type(value) is list and len(value) == 3 and type(value[0]) is str):
+        raise MalformedCache("edges: not [digest, imported modules, bound packages]")
+    return value[0], _string_tuple(value[1]), _string_tuple(value[2])
 
 
 def _findings(value: object) -> tuple[Finding, ...]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from ckptlint.context_prefilter import CONTEXT_WORDS
 from ckptlint.engine.cache import Cache, CacheEntry, EntryKind, FrozenNames, Index, ModuleEdges, RuleSet
@@ -37,7 +37,6 @@ class Reuse:
         workspace: Workspace,
         files: Sequence[str],
         roots: Sequence[str],
-        root_of: Callable[[str], Path],
         rule_set: RuleSet = RuleSet.ALL,
         want_hints: bool = False,
     ) -> None:
@@ -51,7 +50,7 @@ class Reuse:
         self._analyses: dict[str, CacheEntry | None] = {}  # memo of `analysis`
         self._edges: dict[str, ModuleEdges] | None = None  # the cache's, read when first needed
         self._new_edges: dict[str, ModuleEdges] = {}  # this run's workers'
-        self._changed_modules = self._added_or_removed_modules(root_of)
+        self._changed_modules = self._added_or_removed_modules()
 
     # -- what stands ----------------------------------------------------------------
 
@@ -107,20 +106,23 @@ class Reuse:
             self._edges = self.cache.load_edges() if self.cache is not None else {}
         for dep, digest in deps.items():
             known = self._new_edges.get(dep) or self._edges.get(dep)
-            if known is None or known[0] != digest or _imports_any(known[1], modules):
+            if known is None or known[0] != digest or _imports_any(known[1], known[2], modules):
                 return True
         return False
 
-    def _added_or_removed_modules(self, root_of: Callable[[str], Path]) -> list[str] | None:
+    def _added_or_removed_modules(self) -> list[str] | None:
         """Every name the modules added or removed since the cached run can be imported as;
         None when a package marker (`__init__.py`) came or went, which renames the modules
-        below it, or when the import roots changed, which changes what top-level names mean."""
+        below it, or when the import roots changed (a file came, went, or now spells its
+        directory as a namespace package), which changes what top-level names mean."""
+        if not self.index.files:
+            return []
+        if set(self.index.roots) != set(self.roots):
+            return None
         changed = set(self.index.files) ^ set(self.files)
-        if not self.index.files or not changed:
+        if not changed:
             return []
         if any(Path(p).stem == "__init__" for p in changed):
-            return None
-        if {os.fspath(root_of(p)) for p in self.index.files} != set(self.roots):
             return None
         names: set[str] = set()
         for path in changed:
@@ -145,7 +147,7 @@ class Reuse:
             digest = self.workspace.digest(path)
             if digest is not None:
                 entries[path] = self._next_entry(path, digest, outcomes.get(path), keys, mentions.of(path, words))
-        self.cache.save(Index(entries, self.workspace.stats(), FrozenNames.of(names), tuple(self.files)))
+        self.cache.save(Index(entries, self.workspace.stats(), FrozenNames.of(names), tuple(self.files), tuple(self.roots)))
         if self._new_edges:
             edges = self._edges if self._edges is not None else self.cache.load_edges()
             edges.update(self._new_edges)
@@ -155,7 +157,7 @@ class Reuse:
         """Whether the index would differ: something analysed, read, added or removed."""
         if outcomes or names.words() != self.index.names.words():
             return True
-        if set(self.files) != set(self.index.files):
+        if set(self.files) != set(self.index.files) or set(self.roots) != set(self.index.roots):
             return True
         return self.workspace.stats() != self.index.stats
 
@@ -175,10 +177,18 @@ class Reuse:
         return CacheEntry(EntryKind.SKIPPED, digest, hits)
 
 
-def _imports_any(imports: Iterable[str], modules: list[str]) -> bool:
-    """Whether a new or removed module could be one of these imports or under one of them."""
-    for name in imports:
-        for module in modules:
-            if name == module or name.startswith(module + ".") or module.startswith(name + "."):
+def _imports_any(imports: Iterable[str], packages: Iterable[str], modules: list[str]) -> bool:
+    """Whether a new or removed module could be what one of these imports loads (`a.b` for
+    `import a.b`), a package one goes through (`a.b` for `import a.b.c`), or a submodule reached
+    as an attribute of a package an import binds (`a.b.c` as `p.b.c` after `import a as p`).
+    A module merely under an imported package is not: `from a.b import c` loads `a.b`, not
+    `a.b.new` (a package that imports `a.b.new` changed when it did, and is its own dependency)."""
+    for module in modules:
+        inside = module + "."
+        for name in imports:
+            if name == module or name.startswith(inside):
+                return True
+        for package in packages:
+            if module.startswith(package + "."):
                 return True
     return False

@@ -57,7 +57,7 @@ class Run:
         # sorted: which root wins a top-level name two roots define must not depend on the named files
         self._roots: dict[str, Path] = {}
         self.roots = sorted({os.fspath(self._root(p)) for p in self.files})
-        self.reuse = Reuse(cache, index, self.workspace, self.files, self.roots, self._root, self.settings.rule_set, self.settings.want_hints)
+        self.reuse = Reuse(cache, index, self.workspace, self.files, self.roots, self.settings.rule_set, self.settings.want_hints)
         self.mentions = Mentions(self.workspace.data, self.reuse.recorded_mentions())
         self.outcomes: dict[str, Outcome] = {}
         self.keys: dict[str, frozenset[str]] = {}  # candidate -> the key its result (fresh or cached) has

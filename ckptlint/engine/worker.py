@@ -40,6 +40,7 @@ from ckptlint.classes import ClassIndex
 from ckptlint.config import Config
 from ckptlint.context_prefilter import ContextFiles
 from ckptlint.engine.cache import ModuleEdges, RuleSet
+from ckptlint.engine.edges import module_edges
 from ckptlint.engine.discovery import ExcludeMatcher
 from ckptlint.finding import Finding
 from ckptlint.prefilter import Names
@@ -167,7 +168,7 @@ class WorkerState:
                 module = self.project.loaded_at(path)
                 if module is not None:
                     named, packages = module_edges(self.project, module)
-                    self.edges[path] = (module.digest, tuple(sorted({external_name(n) for n in (*named, *packages)})))
+                    self.edges[path] = (module.digest, _external(named), _external(packages))
         if len(self.project.loaded()) > MAX_MODULES:
             self.shrink()
         return outcome
@@ -289,24 +290,6 @@ def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
     return {os.fspath(path): module.digest for path, module in seen.items()}
 
 
-def module_edges(project: Project, module: LoadedModule) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(every module name the module's imports name, with their packages; the project names
-    its imports bind, whose loaded submodules it can reach as attributes however it spells
-    them: `s.inner` after `import pkg.sub as s`, `p.sub` after `p = pkg`)."""
-    if module.edges is not None:
-        return module.edges
-    symbols = module.symbols
-    names: set[str] = set()
-    packages: set[str] = set()
-    if symbols is not None:
-        for name in (*symbols.imported, *symbols.star_imports):
-            parts = name.split(".")
-            names.update(".".join(parts[:cut]) for cut in range(1, len(parts) + 1))
-        packages.update(name for name in symbols.bound_imports if project.resolvable(name))
-    module.edges = (tuple(sorted(names)), tuple(sorted(packages)))
-    return module.edges
-
-
 def in_project(findings: list[Finding], project: Project) -> list[Finding]:
     """Findings never lie in an installed library's file: region hazards are moved to the
     project line that reaches them as they are found (analysis/regions/libraries.py); anything else a
@@ -323,6 +306,10 @@ def in_project(findings: list[Finding], project: Project) -> list[Finding]:
             site = finding.sites[0]
             kept.append(replace(finding, path=site.path, line=site.line, column=site.column, end_line=site.line, end_column=site.column))
     return kept
+
+
+def _external(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted({external_name(name) for name in names}))
 
 
 def external_name(name: str) -> str:
