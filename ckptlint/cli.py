@@ -17,7 +17,7 @@ import click
 
 from ckptlint.version import __version__
 from ckptlint.config import ConfigError, interpreter_path, parse_codes
-from ckptlint.frontend import ProjectRoot, cache_directory_for, choose_project_root, linter_for, resolve_config, scope_warning
+from ckptlint.frontend import ProjectRoot, cache_directory_for, choose_project_root, linter_for, resolve_config, scope_hint
 from ckptlint.result import LintResult, PathProblem, Scope
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -241,9 +241,9 @@ class LintRequest:
             if self.verbose:
                 project = f"{scope.project:,} in the project scan" if root is not None else "no project scan"
                 _say(f"files: {scope.named:,} named, {project}")
-            warning = scope_warning(root, scope)
-            if warning is not None:
-                click.echo(f"ckptlint: warning: {warning}", err=True)
+                hint = scope_hint(root, scope)
+                if hint is not None:
+                    _say(hint)
 
         result = linter.lint_paths(targets, self.force_exclude, root, on_scope)
         if self.verbose:

@@ -11,9 +11,9 @@ find the configuration. Here is the one answer they all use:
   `--project-root DIR`, else `project-root =` in the configuration (relative to its file),
   else the nearest directory at or above the named paths holding pyproject.toml, setup.py,
   setup.cfg or .git; never the `--config` file's directory (a configuration kept outside the
-  repository once made its folder, with everything next to it, the project). A project
-  scan much larger than what was named gets a warning (`scope_warning`), and `-v` says
-  which root and why (`describe_root`, also for the language server's log);
+  repository once made its folder, with everything next to it, the project). `-v` says
+  which root and why (`describe_root`, also for the language server's log), and how to
+  narrow a project scan much larger than what was named (`scope_hint`);
 - cache: `--cache-dir`, else CKPTLINT_CACHE_DIR, else `.ckptlint_cache` in the project
   root, else in the configuration's root;
 - installed libraries: those of `--python` / `python =`, else of the interpreter running
@@ -42,8 +42,9 @@ from ckptlint.versions import Versions, resolve_versions
 
 CACHE_DIR_ENV = "CKPTLINT_CACHE_DIR"
 STDIN = "-"  # the path that stands for standard input; it names no directory to start from
-# a project scan this large, and this many times the named files, is worth a warning: a
-# folder without a build file inside a monorepo made the monorepo the project, unannounced
+# a project scan this large, and this many times the named files, is worth a hint under `-v`: a
+# folder without a build file inside a monorepo made the monorepo the project. Not a warning:
+# it cannot tell that from a right root (every one-file run in transformers drew it)
 LARGE_SCAN_FILES = 2000
 LARGE_SCAN_RATIO = 20
 
@@ -115,9 +116,9 @@ def describe_root(
     return text
 
 
-def scope_warning(root: Path | None, scope: Scope) -> str | None:
-    """A warning when the project scan is much larger than what was named (more than
-    LARGE_SCAN_FILES files and LARGE_SCAN_RATIO times the named ones), saying how to narrow it."""
+def scope_hint(root: Path | None, scope: Scope) -> str | None:
+    """For `-v`, when the project scan is much larger than what was named (more than
+    LARGE_SCAN_FILES files and LARGE_SCAN_RATIO times the named ones): how to narrow it."""
     if scope.project <= LARGE_SCAN_FILES or scope.project <= LARGE_SCAN_RATIO * max(scope.named, 1):
         return None
     return (

@@ -2,8 +2,8 @@
 
 The project root is `--project-root`, else `project-root =` in the configuration, else the
 nearest directory with a build file or `.git` above the named paths, never the `--config`
-file's folder; `-v` says which and why, and a project scan much larger than what was named
-draws a warning. The cache holds findings before selection: a new `--select`, `--ignore`,
+file's folder; `-v` says which and why, and how to narrow a project scan much larger than
+what was named (never a warning: a right root draws one as often). The cache holds findings before selection: a new `--select`, `--ignore`,
 `--per-file-ignores` or `--report-unused-noqa` re-analyses no file, and neither does a second
 `ckptlint calls`. Each run is a fresh process; `-v`'s last line ("analysed N files; M from
 the cache") is what says whether anything was re-analysed.
@@ -25,7 +25,7 @@ from ckptlint.frontend import (
     CACHE_DIR_ENV,
     LARGE_SCAN_FILES,
     LARGE_SCAN_RATIO,
-    scope_warning,
+    scope_hint,
 )
 from ckptlint.result import Scope
 
@@ -159,8 +159,9 @@ def test_a_bad_project_root_key_is_a_usage_error(repository: Path) -> None:
     assert completed.stderr.startswith(f"ckptlint: error: {repository / 'pyproject.toml'}: [tool.ckptlint] project-root: 'gone' is not a directory")
 
 
-def test_a_large_project_scan_draws_a_warning(tmp_path: Path) -> None:
-    """A folder without a build file inside a monorepo: the monorepo is the project."""
+def test_a_large_project_scan_draws_a_hint_under_verbose_only(tmp_path: Path) -> None:
+    """A folder without a build file inside a monorepo: the monorepo is the project. Said under
+    `-v`; without it, stderr stays empty (a right root, as in transformers, scans as much)."""
     monorepo = tmp_path / "monorepo"
     (monorepo / ".git").mkdir(parents=True)
     (monorepo / "team" / "experiment").mkdir(parents=True)
@@ -170,19 +171,21 @@ def test_a_large_project_scan_draws_a_warning(tmp_path: Path) -> None:
     for number in range(LARGE_SCAN_FILES):
         (bulk / f"m{number}.py").write_text("")
     completed = ckptlint("team/experiment/model.py", cwd=monorepo)
-    expected = f"ckptlint: warning: the project scan under {monorepo} holds {LARGE_SCAN_FILES + 1:,} files for 1 named; narrow it with --project-root DIR"
-    assert completed.stderr.startswith(expected), completed.stderr
+    assert completed.stderr == "", completed.stderr
+    verbose = ckptlint("-v", "team/experiment/model.py", cwd=monorepo)
+    expected = f"ckptlint: the project scan under {monorepo} holds {LARGE_SCAN_FILES + 1:,} files for 1 named; narrow it with --project-root DIR"
+    assert expected in verbose.stderr, verbose.stderr
     narrowed = ckptlint("--project-root", "team/experiment", "team/experiment/model.py", cwd=monorepo)
     assert narrowed.stderr == "" and codes(narrowed) == codes(completed)
 
 
 def test_the_warning_thresholds() -> None:
-    assert scope_warning(Path("/r"), Scope(1, LARGE_SCAN_FILES)) is None  # not more than the limit
-    assert scope_warning(Path("/r"), Scope(1, LARGE_SCAN_FILES + 1)) is not None
+    assert scope_hint(Path("/r"), Scope(1, LARGE_SCAN_FILES)) is None  # not more than the limit
+    assert scope_hint(Path("/r"), Scope(1, LARGE_SCAN_FILES + 1)) is not None
     named = (LARGE_SCAN_FILES + 1) // LARGE_SCAN_RATIO + 1
-    assert scope_warning(Path("/r"), Scope(named, LARGE_SCAN_FILES + 1)) is None  # not LARGE_SCAN_RATIO times the named
-    assert scope_warning(Path("/r"), Scope(named - 1, LARGE_SCAN_FILES + 1)) is not None
-    assert scope_warning(None, Scope(LARGE_SCAN_FILES * 2, 0)) is None  # no project
+    assert scope_hint(Path("/r"), Scope(named, LARGE_SCAN_FILES + 1)) is None  # not LARGE_SCAN_RATIO times the named
+    assert scope_hint(Path("/r"), Scope(named - 1, LARGE_SCAN_FILES + 1)) is not None
+    assert scope_hint(None, Scope(LARGE_SCAN_FILES * 2, 0)) is None  # no project
 
 
 # -- the cache before selection --------------------------------------------------------
