@@ -117,14 +117,17 @@ class Reuse:
         directory as a namespace package), which changes what top-level names mean."""
         if not self.index.files:
             return []
-        if set(self.index.roots) != set(self.roots):
-            return None
         changed = set(self.index.files) ^ set(self.files)
-        if not changed:
-            return []
         if any(Path(p).stem == "__init__" for p in changed):
             return None
         names: set[str] = set()
+        if set(self.index.roots) != set(self.roots):
+            heads = self._heads_of_changed_roots(changed)
+            if heads is None:
+                return None
+            names.update(heads)
+        if not changed:
+            return []
         for path in changed:
             for root in self.roots:  # a directory without `__init__.py` is a namespace package from any root above it
                 if path.startswith(root.rstrip(os.sep) + os.sep):
@@ -133,6 +136,31 @@ class Reuse:
                         parts.pop()
                     names.add(".".join(parts))
         return sorted(names)
+
+    def _heads_of_changed_roots(self, changed: set[str]) -> set[str] | None:
+        """The top-level names of the import roots that came or went with the files that did
+        (a scratch file in a new folder is a root of its own), as modules added or removed; None
+        when files that stayed lie below such a root (a module came to spell its folder as a
+        namespace package: every module below is renamed), or when one of its names is also
+        another root's (which root claims the name could change)."""
+        old, new = set(self.index.roots), set(self.roots)
+        heads: set[str] = set()
+        for root in old ^ new:
+            prefix = root.rstrip(os.sep) + os.sep
+            if any(p.startswith(prefix) for p in self.files if p not in changed):
+                return None  # files that stayed lie below it: their names may have changed
+            inside = {Path(os.path.relpath(p, root)).parts[0] for p in changed if p.startswith(prefix)}
+            if not inside:
+                return None
+            heads.update(name[:-3] if name.endswith(".py") else name for name in inside)
+        for root in old & new:
+            try:
+                entries = os.listdir(root)
+            except OSError:
+                return None
+            if heads & {name[:-3] if name.endswith(".py") else name for name in entries}:
+                return None
+        return heads
 
     # -- what this run leaves -----------------------------------------------------------
 
