@@ -261,8 +261,16 @@ def _say(line: str) -> None:
 @click.option(
     "--format", "output_format", type=click.Choice(["text", "json", "sarif", "github", "lsp"]), default="text", show_default=True
 )
-@click.option("--fix", is_flag=True, help="Apply safe fixes to the files (CKP101: use_reentrant=True).")
-@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply unsafe fixes too (CKP101: use_reentrant=False).")
+@click.option(
+    "--fix",
+    is_flag=True,
+    help="Apply safe fixes to the files (CKP101: use_reentrant=True; CKP305: use_reentrant False in gradient_checkpointing_kwargs).",
+)
+@click.option(
+    "--unsafe-fixes",
+    is_flag=True,
+    help="With --fix or --diff, apply unsafe fixes too: use_reentrant=False at the checkpoint call (CKP101, CKP301, CKP302, CKP303, CKP304, CKP306).",
+)
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing (exit 1 if there are any).")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments for every current finding.")
 @click.option("--report-unused-noqa", is_flag=True, default=None, help="Report `# noqa: CKPxxx` comments that silence nothing (CKP001).")
