@@ -11,6 +11,9 @@ it. Measured from the didOpen:
   `$/progress` end (a server that shows no progress publishes once: first = refined);
 - hover: how long the hover sent right after didOpen waited for its answer.
 
+With `--scratch`, one more server runs on the warm cache after a module (`x = 1`) was written
+beside FILE (and is removed after): the project scan an editor's new scratch file sets off.
+
 Each `--code` is a checkout whose server is run (PYTHONPATH=PATH), e.g. `before=/work/main
 after=.`; for each, a fresh cache directory (CKPTLINT_CACHE_DIR) is linted cold, then warm
 by a second server on the same cache. Default FILE: transformers' modeling_llama.py, in a
@@ -184,6 +187,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="servers per cache: the first cold, the rest warm")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per server")
     parser.add_argument("--json", action="store_true", help="print the timings as JSON")
+    parser.add_argument(
+        "--scratch",
+        action="store_true",
+        help="then a server on the warm cache after a scratch module (`x = 1`) appeared beside FILE, as an editor's new file does",
+    )
     args = parser.parse_args()
     file = args.file.resolve()
     if not file.is_file():
@@ -197,6 +205,16 @@ def main() -> None:
             for run in range(args.runs):
                 timing = measure(label, Path(path).resolve(), cache, "cold" if run == 0 else "warm", file, workspace, args.timeout)
                 timings.append(timing)
+                if args.scratch and run == args.runs - 1:
+                    if not args.json:
+                        print(_row(timing))
+                    scratch = file.parent / "scratch_lsp_latency.py"
+                    scratch.write_text("x = 1\n")
+                    try:
+                        timing = measure(label, Path(path).resolve(), cache, "scratch", file, workspace, args.timeout)
+                    finally:
+                        scratch.unlink()
+                    timings.append(timing)
                 if not args.json:
                     print(_row(timing), flush=True)
         finally:
