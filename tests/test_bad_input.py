@@ -204,3 +204,26 @@ def test_stdin_with_a_syntax_error_is_a_finding() -> None:
     completed = run_cli("-", "--stdin-filename", "broken.py", "--format", "json", input=b"def f(:\n")
     assert completed.returncode == 1
     assert [(f["path"], f["code"], f["line"]) for f in json_findings(completed)] == [("broken.py", "CKP000", 1)]
+
+
+def test_a_failure_reading_a_files_dependencies_costs_that_file_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading what an analysis depends on reads files too (a package under a mode-000 folder
+    raised PermissionError there): it is inside the file's guard, so the run goes on."""
+    from ckptlint.config import Config
+    from ckptlint.engine import Linter, worker
+
+    call = "from torch.utils.checkpoint import checkpoint\n\n\ndef f(g, x):\n    return checkpoint(g, x)\n"
+    (tmp_path / "good.py").write_text(call)
+    (tmp_path / "boom.py").write_text(call)
+    real = worker.dependencies
+
+    def dependencies(project, loaded):  # noqa: ANN001, ANN202
+        if loaded.name == "boom":
+            raise PermissionError(13, "Permission denied")
+        return real(project, loaded)
+
+    monkeypatch.setattr(worker, "dependencies", dependencies)
+    result = Linter(Config(root=tmp_path), base=tmp_path, jobs=1).lint_files([tmp_path / "boom.py", tmp_path / "good.py"])
+    [problem] = result.problems
+    assert problem.path == "boom.py" and "internal error while analysing this file (PermissionError" in problem.message
+    assert [(f.path, f.code) for f in result.findings] == [("good.py", "CKP101")]

@@ -150,18 +150,27 @@ class WorkerState:
         self.project.take_consulted()  # what an earlier file's analysis read is not this one's
         try:
             outcome.findings = self._findings(loaded, outcome)
+            self._note_dependencies(outcome, loaded)
         except RecursionError:
             outcome.findings = [_too_deep(loaded)]
             self.reset()
+            outcome.dependencies = {os.fspath(loaded.path): loaded.digest}
         except Exception:  # noqa: BLE001 - one file's bug must not lose the others' findings
             outcome.internal_error = traceback.format_exc(limit=-4)
             self.reset()
             return outcome
+        self.dependents.update(outcome.dependencies.keys())
+        if len(self.project.loaded()) > MAX_MODULES:
+            self.shrink()
+        return outcome
+
+    def _note_dependencies(self, outcome: Outcome, loaded: LoadedModule) -> None:
+        """The modules the result was computed from, and the import edges of those not reported
+        yet (inside the analysis's guard: reading them is reading files too)."""
         outcome.dependencies = dependencies(self.project, loaded)
         # modules the analysis read beside the file's imports (a class's callers next to it,
         # files whose compile or hooks cover its calls)
         outcome.dependencies.update(self.project.take_consulted())
-        self.dependents.update(outcome.dependencies.keys())
         for path in outcome.dependencies:
             if path not in self.reported:
                 self.reported.add(path)
@@ -169,9 +178,6 @@ class WorkerState:
                 if module is not None:
                     named, packages = module_edges(self.project, module)
                     self.edges[path] = (module.digest, _external(named), _external(packages))
-        if len(self.project.loaded()) > MAX_MODULES:
-            self.shrink()
-        return outcome
 
     def _findings(self, loaded: LoadedModule, outcome: Outcome) -> list[Finding]:
         if loaded.error is not None:
