@@ -430,6 +430,7 @@ def confirm(
 # README.md's install line for the runtime (Installing; tests/test_runtime_confirm.py reads it
 # there): ckptlint is not on PyPI, so `pip install 'ckptlint[runtime]'` cannot work
 RUNTIME_INSTALL = "python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu && python3 -m pip install '.[runtime]'"
+LSP_INSTALL = "python3 -m pip install '.[lsp]'"  # the same for the language server
 
 
 def _check_script(script: str) -> None:
@@ -454,7 +455,7 @@ def lsp(tcp: bool, host: str, port: int) -> None:
     try:
         from ckptlint.lsp.server import serve
     except ImportError as exc:
-        _fail(f"the language server needs pygls and lsprotocol: pip install 'ckptlint[lsp]' ({exc})")
+        _fail(f"the language server needs pygls and lsprotocol ({exc}); from a clone of ckptlint: {LSP_INSTALL} (README.md, Installing)")
     serve((host, port) if tcp else None)
 
 

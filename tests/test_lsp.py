@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import pytest_lsp
+from conftest import REPO
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
@@ -230,7 +231,10 @@ def test_missing_pygls_is_a_clear_message(tmp_path: Path) -> None:
         stdin=subprocess.DEVNULL,
     )
     assert completed.returncode == 2
-    assert "pip install 'ckptlint[lsp]'" in completed.stderr
+    # ckptlint is not on PyPI: the hint is README's install line (`pip install 'ckptlint[lsp]'` cannot work)
+    line = "python3 -m pip install '.[lsp]'"
+    assert line in (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"from a clone of ckptlint: {line} (README.md, Installing)" in completed.stderr, completed.stderr
     assert "Traceback" not in completed.stderr
 
 
