@@ -499,3 +499,31 @@ def test_a_scratch_file_in_a_new_folder_reanalyses_nothing(project: Path) -> Non
     (project / "other").mkdir()
     (project / "other" / "notes.py").write_text("y = 2\n")  # a new root holding a name the project's root holds
     assert _lint(project, "model.py", "blocks.py", "other/notes.py").analysed == 1
+
+
+def test_a_change_to_ckptlints_own_code_is_not_answered_by_the_old_cache(tmp_path: Path) -> None:
+    """The cache is keyed by ckptlint's code, not only its version: a checkout whose rules
+    changed, at the same version, must not print what the old code found."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = tmp_path / "code"
+    shutil.copytree(REPO / "ckptlint", code / "ckptlint", ignore=shutil.ignore_patterns("__pycache__"))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[tool.ckptlint]\n")
+    (project / "model.py").write_text("from torch.utils.checkpoint import checkpoint\n\n\ndef f(g, x):\n    return checkpoint(g, x)\n")
+
+    def lint() -> str:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(code), "CKPTLINT_CACHE_DIR": str(tmp_path / "cache")}
+        completed = subprocess.run([sys.executable, "-m", "ckptlint", "model.py"], cwd=project, env=env, capture_output=True, text=True, timeout=300)
+        assert completed.returncode == 1, completed.stderr
+        return completed.stdout
+
+    assert "called without `use_reentrant`" in lint()
+    rule = code / "ckptlint" / "rules" / "ckp101.py"
+    rule.write_text(rule.read_text().replace("called without `use_reentrant`", "leaves `use_reentrant` out"))
+    assert "leaves `use_reentrant` out" in lint()
