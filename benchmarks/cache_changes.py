@@ -1,6 +1,6 @@
 """What a warm cache saves when files come, go or change: files re-analysed and seconds.
 
-    python benchmarks/cache_changes.py CORPUS [--edits 20] [--seed 0] [--jobs N]
+    python benchmarks/cache_changes.py CORPUS [--edits 20] [--seed 0] [--jobs N] [--code LABEL=PATH ...]
 
 CORPUS is a package folder (e.g. the `transformers/` folder of a release wheel); it is copied
 to a temporary directory first, so the original is never touched. The script runs `ckptlint
@@ -15,13 +15,16 @@ warm, then:
    (median and p95) and files re-analysed;
 3. checks that the last warm run's output equals a cold run's.
 
-Each figure is read from `-v`'s line "analysed N files; M from the cache". Machines are noisy:
-the counts are exact, the seconds are to be compared within one run of this script.
+Each figure is read from `-v`'s line "analysed N files; M from the cache". With several
+`--code` checkouts (`before=/tmp/old after=.`: PYTHONPATH for each), every step runs each
+checkout in turn on its own cache, so their seconds are paired. Machines are noisy: the counts
+are exact, the seconds are to be compared within one run of this script.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
 import shutil
@@ -36,13 +39,14 @@ ANALYSED = re.compile(r"analysed ([\d,]+) files?; ([\d,]+) from the cache")
 CHECKPOINTING = re.compile(rb"\b(?:checkpoint|_gradient_checkpointing_func|GradientCheckpointingLayer)\b")
 
 
-def lint(top: Path, cache: Path, target: str, jobs: int | None) -> tuple[float, int, int, str]:
+def lint(top: Path, cache: Path, target: str, jobs: int | None, code: Path | None) -> tuple[float, int, int, str]:
     """Seconds, files analysed, files from the cache, and the findings printed."""
     command = [sys.executable, "-m", "ckptlint", "-v", "--exit-zero", "--cache-dir", str(cache), target]
     if jobs:
         command += ["--jobs", str(jobs)]
+    env = dict(os.environ, PYTHONPATH=str(code)) if code is not None else None
     start = time.perf_counter()
-    completed = subprocess.run(command, cwd=top, capture_output=True, text=True)
+    completed = subprocess.run(command, cwd=top, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - start
     match = ANALYSED.search(completed.stderr)
     if completed.returncode != 0 or match is None:
@@ -57,57 +61,69 @@ def main() -> None:
     parser.add_argument("--edits", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int)
+    parser.add_argument("--code", nargs="+", default=[], metavar="LABEL=PATH", help="checkouts to compare (default: the installed ckptlint)")
     args = parser.parse_args()
+    codes: list[tuple[str, Path | None]] = [(item.partition("=")[0], Path(item.partition("=")[2]).resolve()) for item in args.code] or [("ckptlint", None)]
     work = Path(tempfile.mkdtemp(prefix="ckptlint-cache-changes-"))
     try:
         package = work / args.corpus.resolve().name
         shutil.copytree(args.corpus.resolve(), package, ignore=shutil.ignore_patterns("__pycache__"))
         (work / "pyproject.toml").write_text("[tool.ckptlint]\n")
-        cache = work / ".cache"
         name = package.name
-        seconds, cold, _, cold_output = lint(work, cache, name, args.jobs)
         print(f"corpus: {args.corpus} -> {package}")
-        print(f"cold: {seconds:.1f} s, {cold:,} files analysed")
-        seconds, analysed, cached, _ = lint(work, cache, name, args.jobs)
-        print(f"warm, nothing changed: {seconds:.2f} s, {analysed} analysed, {cached:,} from the cache")
+
+        def each(what: str, target: str) -> list[tuple[float, int, int, str]]:
+            """`target` linted by every checkout on its own cache, one line each."""
+            results = []
+            for label, code in codes:
+                result = lint(work, work / f".cache-{label}", target, args.jobs, code)
+                seconds, analysed, cached, _ = result
+                share = f" ({analysed / cold[label]:.1%} of {cold[label]:,})" if label in cold else ""
+                print(f"{label:>10} {what}: {seconds:.2f} s, {analysed:,} analysed{share}, {cached:,} from the cache")
+                results.append(result)
+            return results
+
+        cold: dict[str, int] = {}
+        cold_outputs = each("cold", name)
+        cold.update({label: result[1] for (label, _), result in zip(codes, cold_outputs)})
+        each("warm, nothing changed", name)
 
         checkpointing = sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts and CHECKPOINTING.search(p.read_bytes()))
         beside = checkpointing[len(checkpointing) // 2].parent if checkpointing else package
         for where in (beside / "scratch_added.py", package / "scratch_added.py", package / "scratch_folder" / "scratch_added.py"):
             where.parent.mkdir(exist_ok=True)
             where.write_text("x = 1\n")
-            seconds, analysed, _, _ = lint(work, cache, name, args.jobs)
-            print(f"added {where.relative_to(work)}: {analysed} re-analysed ({analysed / cold:.1%} of {cold:,}), {seconds:.2f} s")
+            each(f"added {where.relative_to(work)}", name)
             where.unlink()
             if where.parent.name == "scratch_folder":
                 where.parent.rmdir()
-            seconds, analysed, _, _ = lint(work, cache, name, args.jobs)
-            print(f"  removed again: {analysed} re-analysed ({analysed / cold:.1%}), {seconds:.2f} s")
+            each("  removed again", name)
 
         chosen = random.Random(args.seed).sample(checkpointing, min(args.edits, len(checkpointing)))
-        times: list[float] = []
-        counts: list[int] = []
+        times: dict[str, list[float]] = {label: [] for label, _ in codes}
+        counts: dict[str, list[int]] = {label: [] for label, _ in codes}
         for path in chosen:
             original = path.read_bytes()
             try:
                 path.write_bytes(original + b"\n# edited by cache_changes.py\n")
-                seconds, analysed, _, _ = lint(work, cache, str(path.relative_to(work)), args.jobs)
+                for label, code in codes:
+                    seconds, analysed, _, _ = lint(work, work / f".cache-{label}", str(path.relative_to(work)), args.jobs, code)
+                    times[label].append(seconds)
+                    counts[label].append(analysed)
             finally:
                 path.write_bytes(original)
-            times.append(seconds)
-            counts.append(analysed)
-        if times:
-            p95 = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
-            print(
-                f"one-line edit of {len(times)} files with a checkpoint call, each linted alone warm: "
-                f"median {statistics.median(times):.2f} s, p95 {p95:.2f} s, max {max(times):.2f} s; "
-                f"re-analysed median {statistics.median(counts):.0f}, max {max(counts)}"
-            )
-            worst = sorted(zip(counts, chosen), reverse=True)[:3]
-            print("  most re-analysed: " + ", ".join(f"{p.relative_to(package)} ({n})" for n, p in worst))
-
-        _, _, _, warm_output = lint(work, cache, name, args.jobs)
-        print(f"warm output equals the cold run's: {warm_output == cold_output}")
+        for label, _ in codes:
+            if times[label]:
+                spent = times[label]
+                p95 = statistics.quantiles(spent, n=20)[-1] if len(spent) > 1 else spent[0]
+                print(
+                    f"{label:>10} one-line edit of {len(spent)} files with a checkpoint call, each linted alone warm: "
+                    f"median {statistics.median(spent):.2f} s, p95 {p95:.2f} s, max {max(spent):.2f} s; "
+                    f"re-analysed median {statistics.median(counts[label]):.0f}, max {max(counts[label])}"
+                )
+        for (label, code), (_, _, _, cold_output) in zip(codes, cold_outputs):
+            _, _, _, warm_output = lint(work, work / f".cache-{label}", name, args.jobs, code)
+            print(f"{label:>10} warm output after every change undone equals its cold run's: {warm_output == cold_output}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
