@@ -14,6 +14,7 @@ import libcst as cst
 
 from ckptlint.finding import SAFE, UNSAFE, Edit, Fix
 from ckptlint.fixes import line_starts
+from ckptlint.nesting import measure
 
 
 class FixBuilder:
@@ -21,7 +22,9 @@ class FixBuilder:
 
     Only the call's own text is parsed (as an expression), not its module: libcst parses about
     ten thousand lines a second, and a fix must not cost a minute in a generated 5 MB file.
-    Layout inside the call (line breaks, indentation, comments) is part of that text."""
+    Layout inside the call (line breaks, indentation, comments) is part of that text. A call
+    libcst's native parser might crash on (nesting.py: over 500 tokens) gets no fix: `ast`
+    reads 600 nested `lambda a=` defaults, on which libcst overflows the stack."""
 
     def add_keyword(self, text: str, span: tuple[int, int, int, int], keyword: str, value: str, safe: bool, description: str) -> tuple[Fix, ...]:
         """One fix adding `keyword=value` (value as source text) to the call at `span`; none when
@@ -49,6 +52,8 @@ class FixBuilder:
         if not (0 < line <= end_line <= len(starts)):
             return None
         call_text = text[starts[line - 1] + column - 1 : starts[end_line - 1] + end_column - 1]
+        if not measure(call_text).safe_in_process:  # libcst's native parser could crash the run: no fix
+            return None
         try:
             node = cst.parse_expression(call_text, config=cst.PartialParserConfig(default_newline=_newline(text)))
         except (cst.ParserSyntaxError, RecursionError, ValueError):
@@ -59,19 +64,11 @@ class FixBuilder:
         """The CKP101 fixes for the call at `span` (1-based line, column, end line, end column in
         code points): safe (`use_reentrant=True`, today's behaviour) and unsafe
         (`use_reentrant=False`, the recommended mode, which changes behaviour)."""
+        node = self._call_at(text, span)
+        if node is None:
+            return ()
         line, column, end_line, end_column = span
-        starts = line_starts(text)
-        if not (0 < line <= end_line <= len(starts)):
-            return ()
-        call_text = text[starts[line - 1] + column - 1 : starts[end_line - 1] + end_column - 1]
-        newline = _newline(text)
-        try:
-            node = cst.parse_expression(call_text, config=cst.PartialParserConfig(default_newline=newline))
-        except (cst.ParserSyntaxError, RecursionError, ValueError):
-            return ()
-        if not isinstance(node, cst.Call):
-            return ()
-        renderer = cst.Module(body=[], default_newline=newline)
+        renderer = cst.Module(body=[], default_newline=_newline(text))
         fixes = []
         for value, applicability, description in (
             ("True", SAFE, "Pass use_reentrant=True (keeps today's reentrant behaviour)"),

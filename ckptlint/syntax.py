@@ -37,12 +37,7 @@ def parse(source: SourceFile) -> ast.Module | Finding:
     try:
         return _parse(source.parse_text, source.display_path)
     except SyntaxError as exc:
-        newer = _parse_newer(source)
-        if newer is not None:
-            return newer
-        line = exc.lineno or 1
-        column = exc.offset or 1
-        return parse_error(source, f"syntax error: {exc.msg} (Python {_python_version()} grammar)", line, column)
+        return _parse_newer(source, exc)
     except ValueError as exc:
         return parse_error(source, f"cannot parse file: {exc}")
     except (RecursionError, MemoryError):
@@ -55,22 +50,27 @@ def _parse(text: str, filename: str) -> ast.Module:
         return ast.parse(text, filename=filename, type_comments=False)
 
 
-def _parse_newer(source: SourceFile) -> ast.Module | None:
-    """The tree of a file written for a newer Python (its positions are the file's), or None
-    when libcst rejects it too, or reads it in a way not lowered: then the running grammar's
-    error stands. Only called after `ast` failed: files it reads never pay for libcst."""
-    from ckptlint.newer_syntax import lower  # imports libcst: a quarter of a second
+def _parse_newer(source: SourceFile, error: SyntaxError) -> ast.Module | Finding:
+    """The tree of a file written for a newer Python (its positions are the file's), else the
+    CKP000 of the running grammar's `error` (libcst rejects the file too, or reads it in a way
+    not lowered). Only called after `ast` failed: files it reads never pay for libcst. A text
+    libcst's native parser might crash on is measured first: brackets nested too deeply for
+    any Python are their own CKP000, and a text that cannot be ruled out is read in a child
+    process, whose crash is this file's CKP000 (contained_lowering.py)."""
+    from ckptlint.contained_lowering import Crashed, TooDeep, lower_contained
 
-    try:
-        lowered = lower(source.parse_text)
-    except (ValueError, IndexError, KeyError):  # a shape the lowering did not foresee
-        return None
-    if lowered is None:
-        return None
-    try:
-        return _parse(lowered, source.display_path)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    lowered = lower_contained(source.parse_text)
+    if isinstance(lowered, TooDeep):
+        return parse_error(source, lowered.message, lowered.line, lowered.column)
+    if isinstance(lowered, str):
+        try:
+            return _parse(lowered, source.display_path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            pass
+    message = f"syntax error: {error.msg} (Python {_python_version()} grammar)"
+    if isinstance(lowered, Crashed):
+        message += f"; {lowered.message}, so whether it is valid newer Python is unknown"
+    return parse_error(source, message, error.lineno or 1, error.offset or 1)
 
 
 def _python_version() -> str:

@@ -15,7 +15,9 @@ class ParseError(Rule):
         cannot be analysed: a hazard in it would go unseen, so the file is reported instead
         of skipped silently. The position and message are the error's as the running
         interpreter reports it (in a file that also uses newer syntax, that can be the
-        first newer construct), or line 1.
+        first newer construct), or line 1. Brackets nested more than 200 levels deep,
+        which no Python version reads, are reported at the bracket that opens level 201;
+        where libcst's parser crashed on the file, the message says so.
     """
     bad = """
         def forward(self, x)
