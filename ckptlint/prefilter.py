@@ -136,7 +136,7 @@ class Mentions:
             wanted = self._encoded.get(missing)
             if wanted is None:
                 wanted = self._encoded[missing] = frozenset(name.encode() for name in missing)
-            found = found | {word.decode() for word in _whole_words(data, wanted)}
+            found = found | {word.decode() for word in whole_words(data, wanted)}
             self._known[path] = (words if checked <= words else checked | words, found)
         return found & words
 
@@ -145,7 +145,7 @@ _FEW_WORDS = 24  # up to this many names, a substring search per name beats spli
 _SPACE = ord(" ")  # what WORDS_ONLY maps every byte outside a word to
 
 
-def _whole_words(data: bytes, wanted: frozenset[bytes]) -> set[bytes]:
+def whole_words(data: bytes, wanted: frozenset[bytes]) -> set[bytes]:
     """The `wanted` names that `data` spells as whole words (runs of ASCII letters, digits and
     `_`, as WORDS_ONLY splits them). A few names, as a later round of a run asks for, are found
     by substring search, which usually rules each out without splitting the file."""

@@ -459,7 +459,8 @@ def package(project: Path) -> Path:
     [
         ("from pkg.blocks import block", "block", 0),  # a module beside an imported one is not what the import loads
         ("import pkg", "pkg.blocks.block", 0),  # a package reached through a chain reaches what it spells
-        ("import pkg\n\np = pkg", "p.blocks.block", 1),  # an alias may reach any submodule
+        ("import pkg\n\np = pkg", "p.blocks.block", 0),  # an alias may reach any submodule, by a name spelled somewhere
+        ("import pkg\n\np = pkg\nLATER = 'Scratch'", "p.blocks.block", 1),  # as here (`getattr(p, LATER.lower())`)
     ],
 )
 def test_a_new_module_no_import_can_load_reanalyses_nothing(package: Path, imports: str, block: str, redone: int) -> None:

@@ -4,7 +4,7 @@ reports exactly what a run without it reports (the contract in docs/performance.
 Projects are built from a menu of module texts that exercise what the cache must track:
 regions in other modules, aliases and partials bound in one module and called in another,
 layer subclasses across modules, package re-exports (plain and star), module-attribute
-calls, a package reached through attribute chains and an alias, a namespace package whose
+calls, a package reached through attribute chains, an alias and a computed getattr, a namespace package whose
 modules come to spell its name (which moves their import root), and package markers that come and go. Each step replaces, adds or deletes one module
 and compares a whole-project run and a pre-commit-style run of the edited file.
 """
@@ -57,6 +57,7 @@ MENU: dict[str, list[str]] = {
         # a package bound and reached through an attribute chain, and through an alias (any submodule)
         "import pkg\nfrom torch.utils.checkpoint import checkpoint\n\n\ndef step(x):\n    return checkpoint(pkg.deep.block, x, use_reentrant=False)\n",
         "import pkg\nfrom torch.utils.checkpoint import checkpoint\n\np = pkg\n\n\ndef step(x):\n    return checkpoint(p.deep.block, x, use_reentrant=False)\n",
+        "import pkg\nfrom torch.utils.checkpoint import checkpoint\n\n\ndef step(x):\n    return checkpoint(getattr(pkg, 'Deep'.lower()).block, x, use_reentrant=False)\n",
     ],
     # a namespace package (no `__init__.py`): a package when its modules spell `ns.`, else a root
     "ns/model.py": [

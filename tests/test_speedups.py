@@ -16,7 +16,7 @@ from ckptlint.config import Config
 from ckptlint.engine import Linter, worker
 from ckptlint.engine.parallel import Workers
 from ckptlint.engine.schedule import by_package
-from ckptlint.prefilter import _FEW_WORDS, WORDS_ONLY, Names, _whole_words
+from ckptlint.prefilter import _FEW_WORDS, WORDS_ONLY, Names, whole_words
 from ckptlint.project import Project
 from ckptlint.source import SourceFile
 from ckptlint.syntax import _LEAVES, own_nodes, own_statements, walk, walk_branches
@@ -182,9 +182,9 @@ def test_a_few_names_are_found_as_the_word_split_finds_them() -> None:
     words = set(data.translate(WORDS_ONLY).split())
     for count in (1, 3, len(names)):
         wanted = frozenset(names[:count])
-        assert _whole_words(data, wanted) == wanted & words
+        assert whole_words(data, wanted) == wanted & words
     many = frozenset(names + [f"name{i}".encode() for i in range(_FEW_WORDS)])
-    assert _whole_words(data, many) == many & words == {b"ckpt", b"checkpoint", b"checkpoint_seq", b"Block", b"lan_ckpt", b"x2", b"x", b"_y", b"layers"}
+    assert whole_words(data, many) == many & words == {b"ckpt", b"checkpoint", b"checkpoint_seq", b"Block", b"lan_ckpt", b"x2", b"x", b"_y", b"layers"}
 
 
 def test_lines_without_a_carriage_return_split_as_the_regex_does() -> None:

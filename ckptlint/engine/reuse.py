@@ -24,7 +24,7 @@ from ckptlint.engine.cache import Cache, CacheEntry, EntryKind, FrozenNames, Ind
 from ckptlint.engine.worker import Outcome
 from ckptlint.engine.workspace import Workspace
 from ckptlint.finding import Finding
-from ckptlint.prefilter import Mentions, Names
+from ckptlint.prefilter import Mentions, Names, whole_words
 
 
 class Reuse:
@@ -50,6 +50,8 @@ class Reuse:
         self._analyses: dict[str, CacheEntry | None] = {}  # memo of `analysis`
         self._edges: dict[str, ModuleEdges] | None = None  # the cache's, read when first needed
         self._new_edges: dict[str, ModuleEdges] = {}  # this run's workers'
+        self._changed_files: set[str] = set()  # files added or removed since the cached run
+        self._spelled_modules: list[str] | None = None  # memo of `_spelled`
         self._changed_modules = self._added_or_removed_modules()
 
     # -- what stands ----------------------------------------------------------------
@@ -106,9 +108,30 @@ class Reuse:
             self._edges = self.cache.load_edges() if self.cache is not None else {}
         for dep, digest in deps.items():
             known = self._new_edges.get(dep) or self._edges.get(dep)
-            if known is None or known[0] != digest or _imports_any(known[1], known[2], modules):
+            if known is None or known[0] != digest or _imports_any(known[1], modules):
+                return True
+            if known[2] and _below_any(known[2], self._spelled(modules)):
                 return True
         return False
+
+    def _spelled(self, modules: list[str]) -> list[str]:
+        """The modules whose last name some project file other than their own spells (any case,
+        as a whole word). A package used whole (`p = pkg`, `getattr(pkg, name)`) reaches a
+        submodule only through an attribute or a string that names it, and the analysis reads
+        no name it is not given: transformers' `getattr(transformers, c)` in pipelines/__init__.py
+        no longer makes a scratch module beside a model a change for every file reaching it.
+        Every project file is read once, and only when such a use meets an added or removed file."""
+        if self._spelled_modules is None:
+            wanted = frozenset(module.rpartition(".")[2].lower().encode() for module in modules)
+            found: set[bytes] = set()
+            for path in self.files:
+                data = self.workspace.data(path) if path not in self._changed_files else None
+                if data is not None:
+                    found |= whole_words(data.lower(), wanted - found)
+                if found == wanted:
+                    break
+            self._spelled_modules = [module for module in modules if module.rpartition(".")[2].lower().encode() in found]
+        return self._spelled_modules
 
     def _added_or_removed_modules(self) -> list[str] | None:
         """Every name the modules added or removed since the cached run can be imported as;
@@ -117,7 +140,7 @@ class Reuse:
         directory as a namespace package), which changes what top-level names mean."""
         if not self.index.files:
             return []
-        changed = set(self.index.files) ^ set(self.files)
+        changed = self._changed_files = set(self.index.files) ^ set(self.files)
         if any(Path(p).stem == "__init__" for p in changed):
             return None
         names: set[str] = set()
@@ -205,18 +228,20 @@ class Reuse:
         return CacheEntry(EntryKind.SKIPPED, digest, hits)
 
 
-def _imports_any(imports: Iterable[str], packages: Iterable[str], modules: list[str]) -> bool:
+def _imports_any(imports: Iterable[str], modules: list[str]) -> bool:
     """Whether a new or removed module could be what one of these imports loads (`a.b` for
-    `import a.b`), a package one goes through (`a.b` for `import a.b.c`), or a submodule reached
-    as an attribute of a package an import binds (`a.b.c` as `p.b.c` after `import a as p`).
-    A module merely under an imported package is not: `from a.b import c` loads `a.b`, not
-    `a.b.new` (a package that imports `a.b.new` changed when it did, and is its own dependency)."""
+    `import a.b`), or a package one goes through (`a.b` for `import a.b.c`). A module merely
+    under an imported package is not: `from a.b import c` loads `a.b`, not `a.b.new` (a package
+    that imports `a.b.new` changed when it did, and is its own dependency)."""
     for module in modules:
         inside = module + "."
         for name in imports:
             if name == module or name.startswith(inside):
                 return True
-        for package in packages:
-            if module.startswith(package + "."):
-                return True
     return False
+
+
+def _below_any(packages: Iterable[str], modules: list[str]) -> bool:
+    """Whether a new or removed module lies below a package some use reaches whole (`a.b.c`
+    as `p.b.c` after `import a as p; q = p`)."""
+    return any(module.startswith(package + ".") for package in packages for module in modules)
