@@ -19,6 +19,10 @@ if not torch.distributed.is_available():
 
 from conftest import FIXTURES, REPO  # noqa: E402
 
+# under pytest-xdist the module runs in one worker: each hazard job pair (a module fixture) runs
+# once, and no two-rank job competes with another for the cores within its --rank-timeout
+pytestmark = pytest.mark.xdist_group("torchrun")
+
 JOBS = FIXTURES / "runtime" / "distributed"
 TRAIN = JOBS / "train.py"
 RECEIVE = JOBS / "receive.py"
