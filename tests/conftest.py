@@ -7,9 +7,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from ckptlint.result import LintResult
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -35,6 +40,27 @@ def expectations(path: Path) -> tuple[set[tuple[str, int, int]], set[tuple[str, 
 
 def fixture_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+_FIXTURES_CACHE = tempfile.TemporaryDirectory(prefix="ckptlint-fixtures-cache-")  # this process's, removed at exit
+
+
+def lint_fixture(path: Path, project: bool = True) -> LintResult:
+    """`path` linted in-process as a pre-commit run lints one file: its own configuration, the
+    fixtures the project (none with project=False).
+
+    To find the calls that reach `path`, such a run analyses every checkpoint call of the
+    project, 450 files, and the tests lint about 500 paths that way. So they share one cache
+    per process, as a user's consecutive runs do (the CLI's default): the first lint analyses
+    the fixtures, the others reuse what stands and each still reports its own file. That a
+    warm run reports what a cold one does is tested in test_cache and test_cache_differential;
+    test_golden and the CLI tests lint the fixtures without this cache."""
+    from ckptlint.config import find_config, load_config
+    from ckptlint.engine import Linter
+
+    config = load_config(find_config(path), REPO)
+    linter = Linter(config, base=REPO, cache_dir=Path(_FIXTURES_CACHE.name))
+    return linter.lint_paths([path], project_root=FIXTURES if project else None)
 
 
 def run_cli(*args: str, cwd: Path = REPO, input: bytes | None = None, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

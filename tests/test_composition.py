@@ -11,7 +11,7 @@ import pytest
 
 from ckptlint.config import Config, find_config, load_config
 from ckptlint.engine import Linter
-from conftest import FIXTURES, REPO, expectations, fixture_files
+from conftest import FIXTURES, REPO, expectations, fixture_files, lint_fixture
 
 HAZARDS = FIXTURES / "composition" / "hazards"
 SAFE = FIXTURES / "composition" / "safe"
@@ -23,6 +23,7 @@ def _cases(folder: Path) -> list[str]:
 
 
 def _lint(path: Path):
+    """A cold lint, without the tests' shared cache (tests/conftest.py lint_fixture): what a run builds."""
     return Linter(load_config(find_config(path), REPO), base=REPO).lint_paths([path], project_root=FIXTURES)
 
 
@@ -39,7 +40,7 @@ def test_every_hazard_has_a_safe_twin() -> None:
 def test_hazard_fixture_yields_its_marked_findings(name: str) -> None:
     path = HAZARDS / name
     files = [path] if path.is_file() else fixture_files(path)
-    result = _lint(path)
+    result = lint_fixture(path)
     expected = {(_relative(f), *e) for f in files for e in expectations(f)[0]}
     actual = {(f.path, f.code, f.line, f.column) for f in result.findings}
     assert actual == expected
@@ -48,12 +49,12 @@ def test_hazard_fixture_yields_its_marked_findings(name: str) -> None:
 
 @pytest.mark.parametrize("name", _cases(SAFE))
 def test_safe_twin_is_silent(name: str) -> None:
-    result = _lint(SAFE / name)
+    result = lint_fixture(SAFE / name)
     assert [(f.path, f.line, f.code) for f in result.findings] == []
 
 
 def test_ddp_finding_names_the_model_and_the_checkpoint_call_in_another_file() -> None:
-    result = _lint(HAZARDS / "ddp_project")
+    result = lint_fixture(HAZARDS / "ddp_project")
     [finding] = [f for f in result.findings if f.code == "CKP303"]
     assert finding.path == "fixtures/composition/hazards/ddp_project/launch.py"
     assert "wraps Encoder, which checkpoints reentrantly" in finding.message

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, lint_fixture
 
-from ckptlint.config import find_config, load_config
+from ckptlint.config import load_config
 from ckptlint.engine import Linter, lint_source
 
 HAZARDS = FIXTURES / "regions" / "hazards"
 
 
 def _lint(path: Path):
-    return Linter(load_config(find_config(path), REPO), base=REPO).lint_paths([path], project_root=FIXTURES)
+    return lint_fixture(path)
 
 
 def test_over_approximated_module_is_named_in_the_message() -> None:

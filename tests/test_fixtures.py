@@ -8,18 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from ckptlint.config import find_config, load_config
-from ckptlint.engine import Linter
-from conftest import FIXTURES, REPO, expectations, fixture_files, json_findings, run_cli
+from conftest import FIXTURES, REPO, expectations, fixture_files, json_findings, lint_fixture, run_cli
 
 RECOGNITION_CASES = fixture_files(FIXTURES / "calls") + fixture_files(FIXTURES / "packages")
 CASES = RECOGNITION_CASES + fixture_files(FIXTURES / "bad") + fixture_files(FIXTURES / "regions")
 
 
 def _lint(path: Path, project: bool = True):
-    config = load_config(find_config(path), REPO)
-    linter = Linter(config, base=REPO)
-    return linter.lint_paths([path], project_root=FIXTURES if project else None)
+    return lint_fixture(path, project)
 
 
 def _relative(path: Path) -> str:

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ckptlint.config import find_config, load_config
-from ckptlint.engine import Linter, lint_source
+from ckptlint.engine import lint_source
 from ckptlint.rules import ALL_RULES
 from ckptlint.rules.base import RegionRule
-from conftest import FIXTURES, REPO, expectations, fixture_files
+from conftest import FIXTURES, expectations, fixture_files, lint_fixture
 
 HAZARDS = FIXTURES / "regions" / "hazards"
 SAFE = FIXTURES / "regions" / "safe"
@@ -23,7 +22,7 @@ def _cases(folder: Path) -> list[str]:
 
 
 def _lint(path: Path):
-    return Linter(load_config(find_config(path), REPO), base=REPO).lint_paths([path], project_root=FIXTURES)
+    return lint_fixture(path)
 
 
 def test_every_hazard_has_a_safe_twin() -> None:
