@@ -23,7 +23,12 @@ from conftest import REPO
 from fixtures.runtime.gradflow import steps
 
 DDP_STEP = REPO / "fixtures/runtime/gradflow/ddp_step.py"
-DDP_LINE, DDP_COLUMN = 44, 13  # `model = DistributedDataParallel(...)` in ddp_step.py: where CKP303 reports
+# `model = DistributedDataParallel(...)` in ddp_step.py: where CKP303 reports (1-based line and column)
+DDP_LINE, DDP_COLUMN = next(
+    (number, line.index("DistributedDataParallel(") + 1)
+    for number, line in enumerate(DDP_STEP.read_text().splitlines(), 1)
+    if "model = DistributedDataParallel(" in line
+)
 
 
 def _audited(step: steps.Step, mode: str) -> Record:
