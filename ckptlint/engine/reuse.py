@@ -52,6 +52,7 @@ class Reuse:
         self._new_edges: dict[str, ModuleEdges] = {}  # this run's workers'
         self._changed_files: set[str] = set()  # files added or removed since the cached run
         self._spelled_modules: list[str] | None = None  # memo of `_spelled`
+        self._reaches: dict[tuple[str, str], bool] = {}  # (dependency, digest) -> `_dependency_may_import`
         self._changed_modules = self._added_or_removed_modules()
 
     # -- what stands ----------------------------------------------------------------
@@ -107,12 +108,18 @@ class Reuse:
         if self._edges is None:
             self._edges = self.cache.load_edges() if self.cache is not None else {}
         for dep, digest in deps.items():
-            known = self._new_edges.get(dep) or self._edges.get(dep)
-            if known is None or known[0] != digest or _imports_any(known[1], modules):
-                return True
-            if known[2] and _below_any(known[2], self._spelled(modules)):
+            found = self._reaches.get((dep, digest))
+            if found is None:  # most entries share most dependencies: each is asked once
+                found = self._reaches[(dep, digest)] = self._dependency_may_import(dep, digest, modules)
+            if found:
                 return True
         return False
+
+    def _dependency_may_import(self, dep: str, digest: str, modules: list[str]) -> bool:
+        known = self._new_edges.get(dep) or self._edges.get(dep) if self._edges is not None else None
+        if known is None or known[0] != digest or _imports_any(known[1], modules):
+            return True
+        return bool(known[2]) and _below_any(known[2], self._spelled(modules))
 
     def _spelled(self, modules: list[str]) -> list[str]:
         """The modules whose last name some project file other than their own spells (any case,
