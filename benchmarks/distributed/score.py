@@ -20,6 +20,7 @@ import json
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -83,6 +84,10 @@ def lint(command: str, root: Path, scope: list[str]) -> set[Key]:
     tops = sorted({path.split("/")[0] for path in scope if (root / path).exists()})
     argv = shlex.split(command) + ["--exit-zero", "--format", "text", *tops]
     completed = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=1800)
+    lines = completed.stdout.strip().splitlines()
+    if completed.returncode not in (0, 2) or not lines or not lines[-1].startswith(("Found", "All checks passed")):
+        # a command that did not run (ckptlint not importable) must not score as "nothing found"
+        sys.exit(f"{' '.join(argv)} in {root} failed ({completed.returncode}):\n{completed.stderr[-2000:]}")
     found = set()
     for line in completed.stdout.splitlines():
         match = LINE.match(line.strip())
