@@ -72,6 +72,8 @@ def namespace_root(directory: Path) -> Path:
     application's `pkg/model.py` says `from pkg.blocks import Block`. A `src/` layout's packages
     never say `src.`, a `tests/` directory's modules import the package they test, not `tests.`,
     and a name `directory` itself holds (`reexport/reexport/`) is that module: those stay roots."""
+    if directory.parent == directory:
+        return directory
     chain = [directory]
     while len(chain) < _NAMESPACE_DEPTH and chain[-1].parent.parent != chain[-1].parent and not os.path.isfile(chain[-1].parent / "__init__.py"):
         chain.append(chain[-1].parent)
@@ -81,7 +83,7 @@ def namespace_root(directory: Path) -> Path:
     for depth, part in enumerate(chain):
         # `reexport/reexport/utils.py` saying `from reexport.utils import`: the name is the inner
         # package, importable from `directory` itself, not the outer folder
-        if directory.parent == directory or not part.name.isidentifier() or part.name in importable:
+        if not part.name.isidentifier() or part.name in importable:
             break
         dotted = ".".join(p.name for p in reversed(chain[: depth + 1]))
         spellings.append((f"import {dotted}.".encode(), f"from {dotted}.".encode(), f"from {dotted} import".encode()))
@@ -91,14 +93,6 @@ def namespace_root(directory: Path) -> Path:
         if deepest == len(spellings) - 1:
             break
     return directory if deepest < 0 else chain[deepest].parent
-
-
-def is_namespace_package(directory: Path) -> bool:
-    """A directory without `__init__.py` that is part of a namespace package its modules import
-    through (see `namespace_root`): its parent, or one above, is what `sys.path` holds."""
-    if directory.parent == directory or os.path.isfile(directory / "__init__.py"):
-        return False
-    return namespace_root(directory) != directory
 
 
 def _module_heads(own: list[Path], packages: list[Path]) -> Iterator[bytes]:
@@ -169,7 +163,7 @@ class LoadedModule:
         self.error = error
         self.digest = digest
         self.name = name  # internal module name
-        self.edges: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # what its code can reach (worker.module_edges)
+        self.edges: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # what its code can reach (engine/edges.module_edges)
         self.library = False  # an installed library's module: read-only context
 
 

@@ -140,3 +140,15 @@ def test_a_name_the_directory_holds_is_that_module_not_the_directory(tmp_path: P
     (inner / "__init__.py").write_text("")
     (inner / "model.py").write_text("from reexport.utils import ckpt\n")
     assert import_root(inner / "model.py") == tmp_path / "reexport"
+
+
+def test_a_namespace_directory_its_packages_import_through_is_part_of_their_names(tmp_path: Path) -> None:
+    """Megatron's wheel has no `megatron/__init__.py` and its packages import `megatron.core.*`:
+    the import root is the directory above it. A `src/` layout's packages never import `src.`."""
+    (tmp_path / "megatron" / "core").mkdir(parents=True)
+    (tmp_path / "megatron" / "core" / "__init__.py").write_text("import megatron.core.utils\n")
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "__init__.py").write_text("from pkg.utils import helper\n")
+    assert import_root(tmp_path / "megatron" / "core" / "utils.py") == tmp_path
+    assert import_root(tmp_path / "src" / "pkg" / "utils.py") == tmp_path / "src"
+    assert import_root(tmp_path / "megatron" / "core" / "__init__.py") == tmp_path  # a regular package inside it

@@ -264,20 +264,6 @@ def test_unused_noqa_does_not_depend_on_what_the_cache_holds(repository: Path) -
         assert codes(completed) == [("pkg/model.py:15", "CKP001")], cache
 
 
-def test_a_namespace_directory_its_packages_import_through_is_part_of_their_names(tmp_path: Path) -> None:
-    """Megatron's wheel has no `megatron/__init__.py` and its packages import `megatron.core.*`:
-    the import root is the directory above it. A `src/` layout's packages never import `src.`."""
-    from ckptlint.project import import_root, is_namespace_package
-
-    (tmp_path / "megatron" / "core").mkdir(parents=True)
-    (tmp_path / "megatron" / "core" / "__init__.py").write_text("import megatron.core.utils\n")
-    (tmp_path / "src" / "pkg").mkdir(parents=True)
-    (tmp_path / "src" / "pkg" / "__init__.py").write_text("from pkg.utils import helper\n")
-    assert import_root(tmp_path / "megatron" / "core" / "utils.py") == tmp_path
-    assert import_root(tmp_path / "src" / "pkg" / "utils.py") == tmp_path / "src"
-    assert not is_namespace_package(tmp_path / "megatron" / "core")  # a regular package
-
-
 # -- typing stubs are not code ---------------------------------------------------------
 
 STUB_BLOCKS = """\

@@ -45,8 +45,8 @@ FORMAT = 6  # bump when the JSON layout changes: an index of another format is i
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by ckptlint.\n"
 
 StatRecord = tuple[int, int, int, int, str]  # size, mtime_ns, ctime_ns, inode, content digest
-# a module's digest; every module name its imports load (with their packages); the project names its
-# imports bind, through which it reaches any submodule as an attribute (worker.module_edges)
+# a module's digest; every module name its imports and the attribute chains of the packages they bind
+# can load (with their packages); the packages some use reaches whole (engine/edges.module_edges)
 ModuleEdges = tuple[str, tuple[str, ...], tuple[str, ...]]
 
 

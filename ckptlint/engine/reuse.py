@@ -116,7 +116,7 @@ class Reuse:
         return False
 
     def _dependency_may_import(self, dep: str, digest: str, modules: list[str]) -> bool:
-        known = self._new_edges.get(dep) or self._edges.get(dep) if self._edges is not None else None
+        known = self._new_edges.get(dep) or (self._edges or {}).get(dep)
         if known is None or known[0] != digest or _imports_any(known[1], modules):
             return True
         return bool(known[2]) and _below_any(known[2], self._spelled(modules))
@@ -182,13 +182,13 @@ class Reuse:
             inside = {Path(os.path.relpath(p, root)).parts[0] for p in changed if p.startswith(prefix)}
             if not inside:
                 return None
-            heads.update(name[:-3] if name.endswith(".py") else name for name in inside)
+            heads.update(map(_top_level_name, inside))
         for root in old & new:
             try:
                 entries = os.listdir(root)
             except OSError:
                 return None
-            if heads & {name[:-3] if name.endswith(".py") else name for name in entries}:
+            if heads & set(map(_top_level_name, entries)):
                 return None
         return heads
 
@@ -233,6 +233,11 @@ class Reuse:
         if old is not None and old.digest == digest:
             return replace(old, hits=hits)
         return CacheEntry(EntryKind.SKIPPED, digest, hits)
+
+
+def _top_level_name(entry: str) -> str:
+    """The module a root's entry is (`blocks` for `blocks.py` or the folder `blocks`)."""
+    return entry[:-3] if entry.endswith(".py") else entry
 
 
 def _imports_any(imports: Iterable[str], modules: list[str]) -> bool:
