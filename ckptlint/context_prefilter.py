@@ -5,14 +5,16 @@ nothing, sets no Dynamo flag and installs no offloading hook.
 The words are kept with the run's names in the cache's mentions, so a warm run reads no file
 for them. A file that mentions only `compile` must also spell a compile call
 (`torch.compile`, `.compile(` on something other than `re`/`regex`, `from torch import ...
-compile`): `re.compile` alone is the common case and is not read further.
+compile`) in its code, not a comment (code_text.py): `re.compile` alone is the common case and
+is not read further.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
+from ckptlint.code_text import strip_comments_bytes
 from ckptlint.prefilter import Mentions
 
 COMPILE_WORD = "compile"
@@ -24,16 +26,40 @@ _COMPILE_SPELLING = re.compile(rb"\btorch\s*\.\s*compile\b|(?<!\bre)(?<!regex)\.
 ContextFiles = tuple[tuple[str, frozenset[str]], ...]  # (path, the context words it mentions)
 
 
-def context_files(paths: Iterable[str], mentions: Mentions, data: Callable[[str], bytes | None]) -> ContextFiles:
-    """The files of `paths` that can hold a context spelling, with the words each mentions."""
+def context_files(
+    paths: Iterable[str],
+    mentions: Mentions,
+    data: Callable[[str], bytes | None],
+    digest: Callable[[str], str | None],
+    known: Mapping[str, tuple[str, bool]],
+) -> tuple[ContextFiles, dict[str, tuple[str, bool]]]:
+    """The files of `paths` that can hold a context spelling, with the words each mentions;
+    and, for each file read for a compile call, (its digest, whether it spells one): `known`
+    is the last run's, so a warm run reads only the files that changed."""
     found: list[tuple[str, frozenset[str]]] = []
+    compile_calls: dict[str, tuple[str, bool]] = {}
     for path in paths:
         words = mentions.of(path, CONTEXT_WORDS)
         if not words:
             continue
         if words == {COMPILE_WORD}:
-            content = data(path)
-            if content is None or _COMPILE_SPELLING.search(content) is None:
+            current = digest(path)
+            if current is None:
+                continue
+            recorded = known.get(path)
+            if recorded is None or recorded[0] != current:
+                content = data(path)
+                if content is None:
+                    continue
+                recorded = (current, _spells_compile(content))
+            compile_calls[path] = recorded
+            if not recorded[1]:
                 continue
         found.append((path, words))
-    return tuple(found)
+    return tuple(found), compile_calls
+
+
+def _spells_compile(content: bytes) -> bool:
+    """Whether the code spells a compile call; comments, stripped only when the bytes match
+    (stripping can remove a match, never add one), do not count."""
+    return _COMPILE_SPELLING.search(content) is not None and _COMPILE_SPELLING.search(strip_comments_bytes(content)) is not None

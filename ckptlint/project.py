@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from ckptlint.code_text import strip_comments_bytes
 from ckptlint.finding import Finding
 from ckptlint.libraries import is_library_directory, never_read
 from ckptlint.prefilter import WORDS_ONLY
@@ -185,12 +186,13 @@ def read_content(path: Path, overlay: bytes | str | None = None) -> bytes | str:
 
 
 def file_words(path: str, overlays: dict[Path, bytes | str]) -> frozenset[bytes]:
-    """The words of a file (an editor's unsaved text first) as bytes: a text test for whether it
-    can name something, without parsing it; decoding every word cost more than reading. Raises
-    OSError when it cannot be read."""
+    """The words of a file's code (an editor's unsaved text first; comments left out, as every
+    text test does: code_text.py) as bytes: a text test for whether it can name something,
+    without parsing it; decoding every word cost more than reading. Raises OSError when it
+    cannot be read."""
     content = read_content(Path(path), overlays.get(Path(os.path.abspath(path))))
     data = content.encode() if isinstance(content, str) else content
-    return frozenset(data.translate(WORDS_ONLY).split())
+    return frozenset(strip_comments_bytes(data).translate(WORDS_ONLY).split())
 
 
 class Project:

@@ -14,6 +14,8 @@ import tokenize
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ckptlint.code_text import strip_comments
+
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
@@ -67,14 +69,31 @@ class SourceFile:
         return _LINE_BREAK.split(self.text) if "\r" in self.text else self.text.split("\n")
 
     @cached_property
+    def stripped(self) -> str | None:
+        """The text without its comments, lines kept; None where comments cannot be told
+        apart (code_text.py)."""
+        return strip_comments(self.text)
+
+    @property
+    def code(self) -> str:
+        """What text tests read (`stripped`, else the text), so that a comment never changes
+        an analysis of another file."""
+        stripped = self.stripped
+        return self.text if stripped is None else stripped
+
+    @cached_property
+    def _code_lines(self) -> list[str]:
+        return _LINE_BREAK.split(self.code) if "\r" in self.code else self.code.split("\n")
+
+    @cached_property
     def parse_text(self) -> str:
         """The text with every line break as `\\n`, which the parser handles everywhere."""
         return _LINE_BREAK.sub("\n", self.text) if "\r" in self.text else self.text
 
     def mentions(self, word: str, node: object) -> bool:
         """Whether a line of `node` (a statement or expression; a module: all of them) holds
-        `word` as text: lets a pass skip a node whose syntax cannot name what it looks for,
-        cheaper than walking it. The lines are found once per word per file."""
+        `word` as code (comments left out): lets a pass skip a node whose syntax cannot name
+        what it looks for, cheaper than walking it. The lines are found once per word per file."""
         first = getattr(node, "lineno", None)
         if first is None:
             return self.lines_between(word, 1, len(self.lines))
@@ -84,7 +103,7 @@ class SourceFile:
         """Whether a line in `first..last` holds `word`."""
         hits = self._word_lines.get(word)
         if hits is None:
-            hits = self._word_lines[word] = [number for number, line in enumerate(self.lines, 1) if word in line]
+            hits = self._word_lines[word] = [number for number, line in enumerate(self._code_lines, 1) if word in line]
         at = bisect.bisect_left(hits, first)
         return at < len(hits) and hits[at] <= last
 

@@ -5,7 +5,9 @@ Projects are built from a menu of module texts that exercise what the cache must
 regions in other modules, aliases and partials bound in one module and called in another,
 layer subclasses across modules, package re-exports (plain and star), module-attribute
 calls, a package reached through attribute chains, an alias and a computed getattr, a namespace package whose
-modules come to spell its name (which moves their import root), and package markers that come and go. Each step replaces, adds or deletes one module
+modules come to spell its name (which moves their import root), and package markers that come and go. Each step replaces, adds or deletes one module,
+perhaps with a comment appended, trailing a line or taking a line of its own (comments that
+spell what text tests look for: dependents' analyses stand when only comments change),
 and compares a whole-project run and a pre-commit-style run of the edited file.
 """
 
@@ -69,22 +71,31 @@ MENU: dict[str, list[str]] = {
 }
 MODULES = sorted(MENU)
 
-# a step: (module, index into its menu, or None to delete it)
+COMMENT = "# torch.compile(model) save_on_cpu self.x.flag = 1 checkpoint(block, x) random.random()"
+COMMENTED = {
+    "appended": lambda text: text + "\n" + COMMENT + "\n",
+    "trailing": lambda text: text.replace("\n", "  " + COMMENT + "\n", 1),
+    "own line": lambda text: COMMENT + "\n" + text,
+}
+# a step: (module, index into its menu or None to delete it, how a comment is added)
 steps = st.lists(
-    st.sampled_from(MODULES).flatmap(lambda m: st.tuples(st.just(m), st.none() | st.integers(0, len(MENU[m]) - 1))),
+    st.sampled_from(MODULES).flatmap(
+        lambda m: st.tuples(st.just(m), st.none() | st.integers(0, len(MENU[m]) - 1), st.sampled_from([None, *COMMENTED]))
+    ),
     min_size=1,
     max_size=5,
 )
 starts = st.fixed_dictionaries({m: st.none() | st.integers(0, len(MENU[m]) - 1) for m in MODULES})
 
 
-def _apply(root: Path, module: str, choice: int | None) -> None:
+def _apply(root: Path, module: str, choice: int | None, comment: str | None = None) -> None:
     path = root / module
     if choice is None:
         path.unlink(missing_ok=True)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(MENU[module][choice])
+        text = MENU[module][choice]
+        path.write_text(COMMENTED[comment](text) if comment is not None else text)
 
 
 def _findings(root: Path, named: list[str], cache: Path | None) -> list[dict]:
@@ -103,9 +114,9 @@ def test_a_warm_run_reports_what_a_cold_run_reports(tmp_path_factory, start: dic
     for module, choice in start.items():
         _apply(root, module, choice)
     _findings(root, [m for m in MODULES if (root / m).exists()], cache)  # fill the cache
-    for module, choice in edits:
-        _apply(root, module, choice)
+    for module, choice, comment in edits:
+        _apply(root, module, choice, comment)
         present = [m for m in MODULES if (root / m).exists()]
-        assert _findings(root, present, cache) == _findings(root, present, None), (module, choice)
+        assert _findings(root, present, cache) == _findings(root, present, None), (module, choice, comment)
         if (root / module).exists():  # pre-commit: only the edited file is named
-            assert _findings(root, [module], cache) == _findings(root, [module], None), (module, choice)
+            assert _findings(root, [module], cache) == _findings(root, [module], None), (module, choice, comment)

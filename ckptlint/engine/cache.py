@@ -41,13 +41,13 @@ from ckptlint.catalogue import COMPOSITION_WORDS
 from ckptlint.prefilter import Names
 
 CACHE_DIR_NAME = ".ckptlint_cache"
-FORMAT = 6  # bump when the JSON layout changes: an index of another format is ignored (6: edges split in imports and packages)
+FORMAT = 7  # bump when the JSON layout changes: an index of another format is ignored (7: edges hold the code digest; compile_calls)
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by ckptlint.\n"
 
 StatRecord = tuple[int, int, int, int, str]  # size, mtime_ns, ctime_ns, inode, content digest
 # a module's digest; every module name its imports and the attribute chains of the packages they bind
 # can load (with their packages); the packages some use reaches whole (engine/edges.module_edges)
-ModuleEdges = tuple[str, tuple[str, ...], tuple[str, ...]]
+ModuleEdges = tuple[str, tuple[str, ...], tuple[str, ...], str | None]  # digest, imports, packages, code digest
 
 
 class MalformedCache(ValueError):
@@ -208,6 +208,7 @@ class Index:
     names: FrozenNames = FrozenNames()  # the run's final names
     files: tuple[str, ...] = ()  # the project's files
     roots: tuple[str, ...] = ()  # their import roots (which depend on what the modules spell: project.namespace_root)
+    compile_calls: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # path -> (digest, whether its code spells a compile call)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -217,6 +218,7 @@ class Index:
             "names": self.names.to_json(),
             "files": list(self.files),
             "roots": list(self.roots),
+            "compile_calls": dict(self.compile_calls),
         }
 
     @classmethod
@@ -233,6 +235,7 @@ class Index:
             FrozenNames.from_json(data.get("names")),
             _string_tuple(files),
             _string_tuple(data.get("roots")),
+            _compile_calls(data.get("compile_calls")),
         )
 
 
@@ -255,8 +258,8 @@ class Cache:
         self._write(self.path, index.to_dict())
 
     def load_edges(self) -> dict[str, ModuleEdges]:
-        """path -> its module edges: consulted only when files were added or removed, so they
-        live in their own file, read only then. Empty when missing or malformed (an unknown
+        """path -> its module edges and code digest: consulted only when files were added or
+        removed, or a dependency changed, so they live in their own file, read only then. Empty when missing or malformed (an unknown
         edge counts as one that may import anything)."""
         try:
             data = json.loads(self.edges_path.read_bytes())
@@ -326,10 +329,16 @@ def _stat(value: object) -> StatRecord:
     return (value[0], value[1], value[2], value[3], value[4])
 
 
+def _compile_calls(value: object) -> dict[str, tuple[str, bool]]:
+    if not isinstance(value, dict) or not all(type(v) is list and len(v) == 2 and type(v[0]) is str and type(v[1]) is bool for v in value.values()):
+        raise MalformedCache("compile_calls: not {path: [digest, bool]}")
+    return {path: (record[0], record[1]) for path, record in value.items()}
+
+
 def _edges(value: object) -> ModuleEdges:
-    if not (type(value) is list and len(value) == 3 and type(value[0]) is str):
-        raise MalformedCache("edges: not [digest, imported modules, bound packages]")
-    return value[0], _string_tuple(value[1]), _string_tuple(value[2])
+    if not (type(value) is list and len(value) == 4 and type(value[0]) is str and (value[3] is None or type(value[3]) is str)):
+        raise MalformedCache("edges: not [digest, imported modules, bound packages, code digest]")
+    return value[0], _string_tuple(value[1]), _string_tuple(value[2]), value[3]
 
 
 def _findings(value: object) -> tuple[Finding, ...]:

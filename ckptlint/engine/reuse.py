@@ -1,8 +1,10 @@
 """What the last run's index still answers for this one, and the index this run leaves.
 
 A file's mentions, parse and findings stand while its content is unchanged. An analysis
-also depends on every module its result was computed from (its `deps`), and on modules that
-did not exist: adding or removing a module can change what an unchanged import resolves to.
+also depends on every module its result was computed from (its `deps`): on their code, not
+their comments (code_text.py), so a dependency whose code digest is the one recorded with its
+old content leaves the analysis standing, its `deps` renewed. It depends on modules that
+did not exist too: adding or removing a module can change what an unchanged import resolves to.
 So an analysis is redone when a dependency's import could name an added or removed module
 (the import edges say which; they are read only when files came or went), and nothing
 stands when a package marker (`__init__.py`) came or went, which renames the modules below
@@ -19,12 +21,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from ckptlint.code_text import code_digest, strip_comments
 from ckptlint.context_prefilter import CONTEXT_WORDS
 from ckptlint.engine.cache import Cache, CacheEntry, EntryKind, FrozenNames, Index, ModuleEdges, RuleSet
 from ckptlint.engine.worker import Outcome
 from ckptlint.engine.workspace import Workspace
 from ckptlint.finding import Finding
 from ckptlint.prefilter import Mentions, Names, whole_words
+from ckptlint.source import DecodeError, decode_source
 
 
 class Reuse:
@@ -53,6 +57,10 @@ class Reuse:
         self._changed_files: set[str] = set()  # files added or removed since the cached run
         self._spelled_modules: list[str] | None = None  # memo of `_spelled`
         self._reaches: dict[tuple[str, str], bool] = {}  # (dependency, digest) -> `_dependency_may_import`
+        self._same_code_memo: dict[tuple[str, str], bool] = {}  # (dependency, recorded digest) -> `_same_code`
+        self._code_now: dict[str, str | None] = {}  # dependency -> its current code digest
+        self._carried_edges: dict[str, ModuleEdges] = {}  # a dependency's edges under its new digest (same code)
+        self._renewed: dict[str, dict[str, str]] = {}  # path -> the deps whose digest changed, not their code
         self._changed_modules = self._added_or_removed_modules()
 
     # -- what stands ----------------------------------------------------------------
@@ -96,17 +104,60 @@ class Reuse:
             return None
         if not entry.rules.covers(self.rule_set) or (self.want_hints and not entry.has_hints):
             return None
-        if any(self.workspace.digest(dep) != digest for dep, digest in entry.deps.items()):
+        changed = [dep for dep, digest in entry.deps.items() if self.workspace.digest(dep) != digest]
+        if not all(dep != path and self._same_code(dep, entry.deps[dep]) for dep in changed):
             return None
         if self._changed_modules and self._may_import(entry.deps, self._changed_modules):
             return None
+        if changed:
+            self._renewed[path] = {dep: digest for dep in changed if (digest := self.workspace.digest(dep)) is not None}
         return entry
+
+    def _same_code(self, dep: str, digest: str) -> bool:
+        """Whether a dependency whose content changed from `digest` kept its code (only
+        comments, or blank lines at its end, changed): the edges table holds the code digest
+        of the content each dependency had when last read."""
+        key = (dep, digest)
+        found = self._same_code_memo.get(key)
+        if found is None:
+            recorded = self._recorded_edges(dep, digest)
+            found = recorded is not None and recorded[3] is not None and recorded[3] == self._current_code(dep)
+            if found and recorded is not None:
+                now = self.workspace.digest(dep)
+                if now is not None:  # its imports are its code's: the same under the new digest
+                    self._carried_edges.setdefault(dep, (now, *recorded[1:]))
+            self._same_code_memo[key] = found
+        return found
+
+    def _recorded_edges(self, dep: str, digest: str) -> ModuleEdges | None:
+        for table in (self._new_edges, self._loaded_edges()):
+            known = table.get(dep)
+            if known is not None and known[0] == digest:
+                return known
+        return None
+
+    def _current_code(self, dep: str) -> str | None:
+        if dep not in self._code_now:
+            content = self.workspace.content(dep)
+            code = None
+            if content is not None:
+                try:
+                    code = strip_comments(decode_source(content) if isinstance(content, bytes) else content)
+                except DecodeError:
+                    code = None
+            self._code_now[dep] = code_digest(code) if code is not None else None
+        return self._code_now[dep]
+
+    def _loaded_edges(self) -> dict[str, ModuleEdges]:
+        """The cache's edges table, read when first needed (files came or went, or a dependency changed)."""
+        if self._edges is None:
+            self._edges = self.cache.load_edges() if self.cache is not None else {}
+        return self._edges
 
     def _may_import(self, deps: Mapping[str, str], modules: list[str]) -> bool:
         """Whether a dependency's code names one of these (new or removed) modules; unknown
         edges count as yes. The edges table is read only when files were added or removed."""
-        if self._edges is None:
-            self._edges = self.cache.load_edges() if self.cache is not None else {}
+        self._loaded_edges()
         for dep, digest in deps.items():
             found = self._reaches.get((dep, digest))
             if found is None:  # most entries share most dependencies: each is asked once
@@ -194,10 +245,19 @@ class Reuse:
 
     # -- what this run leaves -----------------------------------------------------------
 
-    def save(self, outcomes: Mapping[str, Outcome], keys: Mapping[str, frozenset[str]], mentions: Mentions, names: Names) -> None:
+    def save(
+        self,
+        outcomes: Mapping[str, Outcome],
+        keys: Mapping[str, frozenset[str]],
+        mentions: Mentions,
+        names: Names,
+        compile_calls: Mapping[str, tuple[str, bool]] | None = None,
+    ) -> None:
         """Write the next index (and the import edges) when it would differ from the loaded one.
-        `keys` holds the key of every analysed outcome; `names` are the run's final names."""
-        if self.cache is None or not self._changed(outcomes, names):
+        `keys` holds the key of every analysed outcome; `names` are the run's final names;
+        `compile_calls` what context_prefilter read."""
+        compile_calls = compile_calls if compile_calls is not None else self.index.compile_calls
+        if self.cache is None or (not self._changed(outcomes, names) and compile_calls == self.index.compile_calls):
             return
         words = names.words() | CONTEXT_WORDS
         entries: dict[str, CacheEntry] = {}
@@ -205,9 +265,10 @@ class Reuse:
             digest = self.workspace.digest(path)
             if digest is not None:
                 entries[path] = self._next_entry(path, digest, outcomes.get(path), keys, mentions.of(path, words))
-        self.cache.save(Index(entries, self.workspace.stats(), FrozenNames.of(names), tuple(self.files), tuple(self.roots)))
-        if self._new_edges:
-            edges = self._edges if self._edges is not None else self.cache.load_edges()
+        self.cache.save(Index(entries, self.workspace.stats(), FrozenNames.of(names), tuple(self.files), tuple(self.roots), dict(compile_calls)))
+        if self._new_edges or self._carried_edges:
+            edges = self._loaded_edges()
+            edges.update(self._carried_edges)
             edges.update(self._new_edges)
             self.cache.save_edges(edges)
 
@@ -231,7 +292,8 @@ class Reuse:
             return CacheEntry(EntryKind.SYNTAX, outcome.digest, hits, tuple(outcome.findings))
         old = self.index.entries.get(path)
         if old is not None and old.digest == digest:
-            return replace(old, hits=hits)
+            renewed = self._renewed.get(path)
+            return replace(old, hits=hits, deps={**old.deps, **renewed}) if renewed else replace(old, hits=hits)
         return CacheEntry(EntryKind.SKIPPED, digest, hits)
 
 

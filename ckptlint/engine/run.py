@@ -80,7 +80,8 @@ class Run:
     def execute(self) -> LintResult:
         names = Names.of(self.linter.catalogue)
         # which files compile, set Dynamo's flag or install hooks: what each call's context reads
-        self.settings = replace(self.settings, context_files=context_files(self.files, self.mentions, self.workspace.data))
+        found, self.compile_calls = context_files(self.files, self.mentions, self.workspace.data, self.workspace.digest, self.reuse.index.compile_calls)
+        self.settings = replace(self.settings, context_files=found)
         with Workers(self.linter.jobs) as workers:
             while True:  # until no new name turns up
                 words = names.words()
@@ -98,7 +99,7 @@ class Run:
         self.candidates = [p for p in self.files if self.mentions.of(p, words)]
         with no_collection():  # the trees an in-process analysis parsed are still alive
             result = self._merge()
-            self.reuse.save(self.outcomes, self.keys, self.mentions, names)
+            self.reuse.save(self.outcomes, self.keys, self.mentions, names, self.compile_calls)
         return result
 
     def _feed(self, todo: list[str], names: Names) -> RunFeed:

@@ -37,6 +37,7 @@ from ckptlint.call_report import describe_call, describe_coverage
 from ckptlint.calls import CallFinder, CheckpointCall
 from ckptlint.catalogue import DEFAULT_CATALOGUE
 from ckptlint.classes import ClassIndex
+from ckptlint.code_text import code_digest
 from ckptlint.config import Config
 from ckptlint.context_prefilter import ContextFiles
 from ckptlint.engine.cache import ModuleEdges, RuleSet
@@ -105,7 +106,7 @@ class WorkerState:
         self.rules = [rule for rule in ALL_RULES if rule.code in settings.rules]
         self.levels = {rule.code: rule.level for rule in ALL_RULES}
         self.reported: set[str] = set()  # modules whose edges this process has reported
-        self.edges: dict[str, ModuleEdges] = {}  # path -> (digest, module names it can reach), to report
+        self.edges: dict[str, ModuleEdges] = {}  # path -> (digest, module names it can reach, code digest), to report
         self.dependents: Counter[str] = Counter()  # path -> files of this state that depended on it
         self.project = self._fresh_project()
         self._fresh_analysis()
@@ -177,7 +178,7 @@ class WorkerState:
                 module = self.project.loaded_at(path)
                 if module is not None:
                     named, packages = module_edges(self.project, module)
-                    self.edges[path] = (module.digest, _external(named), _external(packages))
+                    self.edges[path] = (module.digest, _external(named), _external(packages), _code_digest(module))
 
     def _findings(self, loaded: LoadedModule, outcome: Outcome) -> list[Finding]:
         if loaded.error is not None:
@@ -294,6 +295,12 @@ def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
                 seen[found.path] = found
                 stack.append(found)
     return {os.fspath(path): module.digest for path, module in seen.items()}
+
+
+def _code_digest(module: LoadedModule) -> str | None:
+    """What a dependent can read of the module, as a digest (code_text.py); None when unknown."""
+    stripped = module.source.stripped if module.source is not None else None
+    return code_digest(stripped) if stripped is not None else None
 
 
 def in_project(findings: list[Finding], project: Project) -> list[Finding]:

@@ -263,7 +263,7 @@ class ExecutionContexts:
     def _enclosing_offloads(self, call: CheckpointCall) -> Iterator[_Reach]:
         """`with save_on_cpu():` around the call in the function (or module) that makes it."""
         module = call.module
-        if not any(word in module.source.text for word in OFFLOAD_WORDS):
+        if not any(word in module.source.code for word in OFFLOAD_WORDS):
             return
         line = call.line
         scope: Scope | None = call.scope
@@ -283,7 +283,7 @@ class ExecutionContexts:
         """The facts of the call's module and of the context files that can name it."""
         module = call.module
         own = module.source.path
-        if COMPILE_WORD in module.source.text or any(word in module.source.text for word in OFFLOAD_WORDS):
+        if COMPILE_WORD in module.source.code or any(word in module.source.code for word in OFFLOAD_WORDS):
             yield self._module_facts(module)
         if not self.context_files:
             return
@@ -353,7 +353,7 @@ class ExecutionContexts:
 
     def _read_module(self, module: ModuleSymbols) -> _ModuleFacts:
         facts = _ModuleFacts()
-        text = module.source.text
+        text = module.source.code
         display = module.source.display_path
         if FLAG_WORD in text:
             facts.flag = self._flag_in(module)

@@ -579,7 +579,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
         key = (id(module), attribute)
         found = self._outside_stores.get(key)
         if found is None:
-            text = module.source.text if module.source is not None else ""
+            text = module.source.code if module.source is not None else ""
             pattern = r"(?<!self)\." + re.escape(attribute) + r"\s*(?:=(?!=)|[-+*/|&]=)"
             found = self._outside_stores[key] = re.search(pattern, text) is not None
         return found

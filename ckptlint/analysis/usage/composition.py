@@ -365,7 +365,7 @@ class Composition:
         where a class C it checkpoints holds a module of a class A it shards: Lightning shards the
         A units first and then wraps each C in a checkpoint wrapper, around those units. Yields
         the call, C and A (short names)."""
-        if "activation_checkpointing_policy" not in self.module.source.text:
+        if "activation_checkpointing_policy" not in self.module.source.code:
             return
         for call, scope in self.module.calls:
             if self._name(call.func, scope, STRATEGY_NAMES) not in LIGHTNING_FSDP_STRATEGIES:

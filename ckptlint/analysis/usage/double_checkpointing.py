@@ -87,7 +87,7 @@ class DoubleCheckpointings:
         self._origins: dict[str, Binding] = {}  # a model's key -> the binding it was built by
 
     def hazards(self) -> Iterator[DoubleCheckpointing]:
-        text = self.module.source.text
+        text = self.module.source.code
         wrappers = any(call.api.name in TORCH_WRAPPERS for call in self.calls)
         if not wrappers and "activation_checkpointing" not in text:
             return  # nothing here applies FSDP's or accelerate's checkpointing
@@ -136,7 +136,7 @@ class DoubleCheckpointings:
                 model = self._model(self._root(target, scope), scope, node.lineno)
                 if model is not None:
                     yield Application(node, WRAPPED, model, f"{api.name.rsplit('.', 1)[-1]}({ast.unparse(target)})"), scope
-        if "gradient_checkpointing" not in self.module.source.text and "activation_checkpointing" not in self.module.source.text:
+        if "gradient_checkpointing" not in self.module.source.code and "activation_checkpointing" not in self.module.source.code:
             return
         for call, scope in self.module.calls:
             func = call.func

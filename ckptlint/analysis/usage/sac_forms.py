@@ -46,7 +46,7 @@ class PacketEntry:
 
 def op_packets(module: ModuleSymbols) -> Iterator[PacketEntry]:
     """Every op packet in a policy list or a policy function's collection of the module."""
-    if _CREATE_CONTEXTS_WORD not in module.source.text:
+    if _CREATE_CONTEXTS_WORD not in module.source.code:
         return  # any spelling of the policy constructor names it, at least in an import
     seen: set[int] = set()
     for node, scope in module.calls:

@@ -127,7 +127,7 @@ class Shardings:
 
     @functools.cached_property
     def mentions_sharding(self) -> bool:
-        text = self.module.source.text
+        text = self.module.source.code
         return any(word in text for word in SHARDING_WORDS)
 
     @functools.cached_property
