@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 from ckptlint.version import __version__
 from ckptlint.finding import Finding
@@ -41,7 +41,7 @@ from ckptlint.catalogue import COMPOSITION_WORDS
 from ckptlint.prefilter import Names
 
 CACHE_DIR_NAME = ".ckptlint_cache"
-FORMAT = 7  # bump when the JSON layout changes: an index of another format is ignored (7: edges hold the code digest; compile_calls)
+FORMAT = 7  # bump when the JSON layout changes: an index of another format is ignored (7: edges hold the code digest; compile_calls; deps numbered)
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by ckptlint.\n"
 
 StatRecord = tuple[int, int, int, int, str]  # size, mtime_ns, ctime_ns, inode, content digest
@@ -153,13 +153,16 @@ class CacheEntry:
         calls`): a lint describes them without, and `ckptlint calls` then redoes the analysis once."""
         return all("hints" in call and "coverage" in call for call in self.calls)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self, modules: dict[tuple[str, str], int] | None = None) -> dict[str, object]:
+        """As JSON; with `modules` (the index's table of (path, digest) pairs, grown here) each
+        dependency is its number in the table: most files share most dependencies, which were
+        nine tenths of transformers' index as path-digest objects per entry."""
         data: dict[str, object] = {"kind": self.kind.value, "digest": self.digest}
         if self.kind is not EntryKind.SKIPPED:
             data["findings"] = [finding.to_dict() for finding in self.findings]
         if self.kind is EntryKind.ANALYSED:
             data["names"] = self.names.to_json()
-            data["deps"] = dict(self.deps)
+            data["deps"] = dict(self.deps) if modules is None else [modules.setdefault(pair, len(modules)) for pair in self.deps.items()]
             data["key"] = sorted(self.key)
             data["calls"] = list(self.calls)
             data["rules"] = self.rules.value
@@ -167,8 +170,8 @@ class CacheEntry:
         return data
 
     @classmethod
-    def from_dict(cls, data: object) -> CacheEntry:
-        """The entry `to_dict` wrote; MalformedCache for any other shape.
+    def from_dict(cls, data: object, modules: Sequence[tuple[str, str]] | None = None) -> CacheEntry:
+        """The entry `to_dict` wrote (with the same `modules` table); MalformedCache for any other shape.
 
         An index holds thousands, so each check is the cheapest that keeps the engine from
         tripping: the items of `hits` and `key` and the digests in `deps` are only compared
@@ -186,12 +189,16 @@ class CacheEntry:
             if kind is EntryKind.SYNTAX:
                 return cls(kind, digest, frozenset(hits), findings)
             deps, key, calls = data["deps"], data["key"], data["calls"]
+            if modules is not None:
+                if type(deps) is not list:
+                    raise MalformedCache("entry: deps not a list of numbers")
+                deps = dict(modules[number] for number in deps)  # IndexError, TypeError: malformed
             if type(deps) is not dict or type(key) is not list:
                 raise MalformedCache("entry: deps or key of the wrong type")
             names = FrozenNames.from_json(data["names"])
             described = () if calls == [] else _calls(calls)
             return cls(kind, digest, frozenset(hits), findings, names, deps, frozenset(key), described, _RULE_SETS[data["rules"]])
-        except (KeyError, TypeError) as exc:  # a missing field, an unknown kind, an unhashable item
+        except (KeyError, TypeError, IndexError) as exc:  # a missing field, an unknown kind, an unhashable item, no such dependency
             raise MalformedCache(f"entry: {exc!r}") from exc
 
 
@@ -211,9 +218,12 @@ class Index:
     compile_calls: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # path -> (digest, whether its code spells a compile call)
 
     def to_dict(self) -> dict[str, object]:
+        modules: dict[tuple[str, str], int] = {}
+        entries = {path: entry.to_dict(modules) for path, entry in self.entries.items()}
         return {
             "format": FORMAT,
-            "entries": {path: entry.to_dict() for path, entry in self.entries.items()},
+            "modules": [list(pair) for pair in modules],  # (path, digest) pairs the entries' deps number
+            "entries": entries,
             "stats": dict(self.stats),
             "names": self.names.to_json(),
             "files": list(self.files),
@@ -229,8 +239,9 @@ class Index:
         entries, stats, files = data.get("entries"), data.get("stats"), data.get("files")
         if not (isinstance(entries, dict) and isinstance(stats, dict)):
             raise MalformedCache("index: entries or stats is not an object")
+        modules = _modules(data.get("modules"))
         return cls(
-            {path: CacheEntry.from_dict(entry) for path, entry in entries.items()},
+            {path: CacheEntry.from_dict(entry, modules) for path, entry in entries.items()},
             {path: _stat(stat) for path, stat in stats.items()},
             FrozenNames.from_json(data.get("names")),
             _string_tuple(files),
@@ -327,6 +338,12 @@ def _stat(value: object) -> StatRecord:
     if not (type(value) is list and len(value) == 5 and type(value[4]) is str):
         raise MalformedCache("stat: not [size, mtime, ctime, inode, digest]")
     return (value[0], value[1], value[2], value[3], value[4])
+
+
+def _modules(value: object) -> list[tuple[str, str]]:
+    if type(value) is not list or not all(type(pair) is list and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str for pair in value):
+        raise MalformedCache("modules: not a list of [path, digest]")
+    return [(pair[0], pair[1]) for pair in value]
 
 
 def _compile_calls(value: object) -> dict[str, tuple[str, bool]]:
