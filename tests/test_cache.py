@@ -166,6 +166,9 @@ HAND_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
     "hits that are not a list": lambda d: _first(d).__setitem__("hits", "checkpoint"),
     "a stat record of the wrong length": lambda d: d["stats"].__setitem__("/elsewhere.py", [1, 2]),
     "an unknown rule set": lambda d: _first(d, "analysed").__setitem__("rules", "some"),
+    "a dependency number past the table": lambda d: _first(d, "analysed")["deps"].append(10**6),
+    "dependencies as an object": lambda d: _first(d, "analysed").__setitem__("deps", {"/p/blocks.py": "d"}),
+    "a table row that is not [path, digest]": lambda d: d["modules"].append(["/p/x.py"]),
 }
 
 
@@ -232,6 +235,19 @@ def test_an_entry_is_what_it_was_after_a_round_trip() -> None:
         again = CacheEntry.from_dict(data)
         assert again == entry and again.to_dict() == data
         assert [f.fixes for f in again.findings] == [f.fixes for f in entry.findings]  # not compared by ==
+
+
+def test_an_index_numbers_each_shared_dependency_once() -> None:
+    shared = {"/p/blocks.py": "d3", "/p/utils.py": "d5"}
+    entries = {
+        f"/p/model{n}.py": CacheEntry(EntryKind.ANALYSED, f"m{n}", frozenset(), (), FrozenNames(), {f"/p/model{n}.py": f"m{n}", **shared})
+        for n in range(3)
+    }
+    index = Index(entries, files=tuple(entries), compile_calls={"/p/train.py": ("t1", True)})
+    data = json.loads(json.dumps(index.to_dict()))
+    assert len(data["modules"]) == 5 and all(len(entry["deps"]) == 3 for entry in data["entries"].values())
+    again = Index.from_dict(data)
+    assert again.entries == index.entries and again.compile_calls == index.compile_calls
 
 
 def test_a_corrupt_or_unwritable_cache_is_ignored(project: Path) -> None:
