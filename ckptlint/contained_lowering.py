@@ -22,6 +22,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from ckptlint.finding import Finding
 from ckptlint.nesting import MAX_BRACKET_DEPTH, Nesting, measure
 
 # bytes of address space the child may take (Unix): libcst took 2.3 GB for a 5.3 MB file,
@@ -68,6 +69,15 @@ class Crashed:
         )
 
 
+TIMED_OUT = "took longer than"  # how a timeout is told: it says more about the machine's load than the file
+
+
+def is_transient(finding: Finding | None) -> bool:
+    """Whether a CKP000 is a timeout of the child parser, which a less busy machine may not
+    hit: it is reported, never cached (engine/reuse.py)."""
+    return finding is not None and finding.code == "CKP000" and f"{TIMED_OUT} " in finding.summary and "libcst's parser" in finding.summary
+
+
 def lower_contained(text: str) -> str | None | TooDeep | Crashed:
     """`newer_syntax.lower(text)` (the rewritten text, or None when libcst rejects it too),
     or why it was not run to the end."""
@@ -110,7 +120,7 @@ def _lower_in_child(text: str, nesting: Nesting) -> str | None | Crashed:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return Crashed(f"took longer than {timeout:.0f} s", nesting)
+        return Crashed(f"{TIMED_OUT} {timeout:.0f} s", nesting)
     if completed.returncode == 0:
         answer = json.loads(completed.stdout)
         if "failed" in answer:

@@ -164,3 +164,24 @@ async def test_the_language_server_survives_a_deep_file(client: LanguageClient, 
     model.write_text(HAZARD)
     _open(client, model, HAZARD)
     assert {d.code for d in await asyncio.wait_for(_refined(client, model, ends=1), 120)} == {"CKP201"}
+
+
+def test_a_parse_that_timed_out_is_reported_but_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timeout says more about the machine's load than about the file: the next run asks again."""
+    from ckptlint.config import load_config
+    from ckptlint.engine import Linter
+
+    (tmp_path / "pyproject.toml").write_text("[tool.ckptlint]\n")
+    (tmp_path / "odd.py").write_text("def f():\n  return 1\n return 2\n")  # not ruled out: read in the child
+
+    def lint() -> list[str]:
+        config = load_config(tmp_path / "pyproject.toml", tmp_path)
+        linter = Linter(config, base=tmp_path, jobs=1, cache_dir=tmp_path / ".cache")
+        return [finding.summary for finding in linter.lint_files([tmp_path / "odd.py"], project_root=tmp_path).findings]
+
+    monkeypatch.setattr("ckptlint.contained_lowering.child_timeout", lambda text: 0.0001)
+    (timed_out,) = lint()
+    assert "took longer than 0 s" in timed_out
+    monkeypatch.undo()
+    (again,) = lint()
+    assert again.startswith("syntax error: unindent does not match any outer indentation level") and "took longer" not in again

@@ -283,6 +283,8 @@ class Reuse:
     def _next_entry(
         self, path: str, digest: str, outcome: Outcome | None, keys: Mapping[str, frozenset[str]], hits: frozenset[str]
     ) -> CacheEntry:
+        if outcome is not None and outcome.transient:  # a parse that timed out: asked again next run
+            return CacheEntry(EntryKind.SKIPPED, digest, hits)
         if outcome is not None and outcome.analysed:
             findings, added, calls = tuple(outcome.findings), FrozenNames.of(outcome.names), tuple(outcome.calls)
             return CacheEntry(

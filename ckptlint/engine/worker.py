@@ -39,6 +39,7 @@ from ckptlint.catalogue import DEFAULT_CATALOGUE
 from ckptlint.classes import ClassIndex
 from ckptlint.code_text import code_digest
 from ckptlint.config import Config
+from ckptlint.contained_lowering import is_transient
 from ckptlint.context_prefilter import ContextFiles
 from ckptlint.engine.cache import ModuleEdges, RuleSet
 from ckptlint.engine.edges import module_edges
@@ -94,6 +95,7 @@ class Outcome:
     unreadable: str | None = None  # the OSError, for a file that could not be read
     internal_error: str | None = None
     analysed: bool = False  # False: only parsed (a named file that cannot hold a call)
+    transient: bool = False  # it read a file whose parse timed out: reported, not cached
 
 
 class WorkerState:
@@ -173,6 +175,9 @@ class WorkerState:
         # files whose compile or hooks cover its calls)
         outcome.dependencies.update(self.project.take_consulted())
         for path in outcome.dependencies:
+            module = self.project.loaded_at(path)
+            if module is not None and is_transient(module.error):
+                outcome.transient = True
             if path not in self.reported:
                 self.reported.add(path)
                 module = self.project.loaded_at(path)
@@ -261,6 +266,7 @@ def check_syntax(path: str, settings: Settings) -> Outcome:
     tree = parse(source)
     if isinstance(tree, Finding):
         outcome.findings = [tree]
+        outcome.transient = is_transient(tree)
     return outcome
 
 
