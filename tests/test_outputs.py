@@ -52,6 +52,23 @@ def test_sarif_validates_against_the_official_schema(project: Path) -> None:
     assert results == {("CKP000", "pkg/broken.py"), ("CKP101", "pkg/model.py"), ("CKP201", "pkg/model.py")}
 
 
+def test_sarif_says_which_paths_could_not_be_read(project: Path) -> None:
+    """A path that could not be read is no finding: the invocation carries it, as JSON's
+    `problems` do, and the log still validates."""
+    completed = run_cli("--format", "sarif", "pkg", "missing.py", cwd=project)
+    assert completed.returncode == 2, completed.stderr
+    log = json.loads(completed.stdout)
+    jsonschema.validate(log, json.loads(SCHEMA.read_text()))
+    [invocation] = log["runs"][0]["invocations"]
+    assert invocation["executionSuccessful"] is False
+    [notification] = invocation["toolExecutionNotifications"]
+    assert notification["level"] == "error"
+    assert notification["message"]["text"] == "missing.py: no such file or directory"
+    assert notification["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "missing.py"
+    [clean] = _sarif(project)["runs"][0]["invocations"]
+    assert clean == {"executionSuccessful": True}
+
+
 def test_sarif_rules_results_regions_fixes_fingerprints(project: Path) -> None:
     [run] = _sarif(project)["runs"]
     rules = {rule["id"]: rule for rule in run["tool"]["driver"]["rules"]}

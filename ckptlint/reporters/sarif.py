@@ -2,7 +2,8 @@
 
 Rules carry their documentation; results carry 1-based regions in code points
 (`columnKind: unicodeCodePoints`), the checkpoint calls that reach them as related
-locations, fixes, and a `partialFingerprints` entry that survives lines moving.
+locations, fixes, and a `partialFingerprints` entry that survives lines moving. The run's
+invocation says whether every path could be read, and which could not.
 """
 
 from __future__ import annotations
@@ -65,6 +66,22 @@ def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str,
     return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
 
 
+def _invocation(result: LintResult, root: Path) -> dict[str, Any]:
+    """The run itself: whether it could read everything it was given, and each path it could
+    not (`toolExecutionNotifications`), which the findings alone would leave unsaid."""
+    invocation: dict[str, Any] = {"executionSuccessful": not result.fatal}
+    if result.problems:
+        invocation["toolExecutionNotifications"] = [
+            {
+                "level": "error" if problem.fatal else "warning",
+                "message": {"text": f"{problem.path}: {problem.message}"},
+                "locations": [{"physicalLocation": {"artifactLocation": _artifact(problem.path, root)}}],
+            }
+            for problem in result.problems
+        ]
+    return invocation
+
+
 def render(result: LintResult, **_: object) -> str:
     root = repository_root(Path.cwd())
     index = {rule.code: position for position, rule in enumerate(ALL_RULES)}
@@ -119,6 +136,7 @@ def render(result: LintResult, **_: object) -> str:
                 "tool": {"driver": {"name": "ckptlint", "version": __version__, "informationUri": "https://github.com/ckptlint/ckptlint", "rules": _rules()}},
                 "originalUriBaseIds": {SRCROOT: {"uri": root.as_uri() + "/"}},
                 "columnKind": "unicodeCodePoints",
+                "invocations": [_invocation(result, root)],
                 "results": results,
             }
         ],
