@@ -244,6 +244,8 @@ class LintRequest:
                 hint = scope_hint(root, scope)
                 if hint is not None:
                     _say(hint)
+                for skipped in scope.skipped:
+                    _say(f"project scan: skipped {skipped} (a checkpoint call there that reaches a named file is not seen)")
 
         result = linter.lint_paths(targets, self.force_exclude, root, on_scope)
         if self.verbose:

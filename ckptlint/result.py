@@ -29,6 +29,7 @@ class Scope:
 
     named: int = 0
     project: int = 0
+    skipped: tuple[str, ...] = ()  # what the project scan could not read ("locked: cannot read directory: ..."), for -v
 
 
 @dataclass

@@ -198,6 +198,12 @@ def test_unreadable_directory_in_the_project_scan_does_not_stop_the_run(locked: 
     assert completed.returncode == 1, completed.stderr.decode()
     assert "Traceback" not in completed.stderr.decode()
     assert completed.stdout.decode().splitlines()[-1] == "Found 1 finding in 1 file (checked 1 file)."
+    skipped = [line for line in completed.stderr.decode().splitlines() if "project scan: skipped" in line]
+    assert skipped == [
+        f"ckptlint: project scan: skipped {locked / 'locked'}: cannot read directory: Permission denied "
+        "(a checkpoint call there that reaches a named file is not seen)"
+    ]  # named, it is an error; in the scan, a -v line
+    assert "skipped" not in run_unprivileged(unprivileged, "good.py", cwd=locked).stderr.decode()
 
 
 def test_stdin_with_a_syntax_error_is_a_finding() -> None:

@@ -130,10 +130,11 @@ class Linter:
         project (`project_files`, when the caller has already walked it)."""
         named = list(dict.fromkeys(os.path.abspath(file) for file in files))
         named_set = set(named)
+        skipped: tuple[str, ...] = ()
         if project_files is None:
-            project_files = self._project_files(project_root)
+            project_files, skipped = self._project_files(project_root)
         others = [p for p in dict.fromkeys(os.path.abspath(f) for f in project_files) if p not in named_set]
-        scope = Scope(len(named), len(named) + len(others) if project_root is not None else 0)
+        scope = Scope(len(named), len(named) + len(others) if project_root is not None else 0, skipped)
         if on_scope is not None:
             on_scope(scope)
         run = Run(self, named, others)
@@ -159,10 +160,13 @@ class Linter:
             config, os.fspath(self.base), codes, self.want_fixes, rule_set, overlays, self.libraries.paths, self.versions, want_hints=self.want_hints
         )
 
-    def _project_files(self, project_root: Path | None) -> list[Path]:
+    def _project_files(self, project_root: Path | None) -> tuple[list[Path], tuple[str, ...]]:
+        """The project scan's files, and what it could not read (not named: no error, but a
+        file there may hold a checkpoint call that reaches a named one; `-v` says so)."""
         if project_root is None:
-            return []
-        return discover([project_root], self.is_excluded).files
+            return [], ()
+        found = discover([project_root], self.is_excluded)
+        return found.files, tuple(f"{problem.path}: {problem.message}" for problem in found.problems if problem.fatal)
 
 
 def _longest_prefix(code: str, prefixes: Iterable[str]) -> int:
