@@ -10,7 +10,8 @@ warm, then:
 1. adds an unrelated module (`x = 1`) beside a model, at the package's top and in a new
    folder, each followed by a whole-corpus run (how many files are re-analysed, of how many
    the cold run analysed) and by its removal (the same);
-2. edits one line of `--edits` files chosen at random among those with a checkpoint call, and
+2. edits one line of `--edits` files chosen at random among the model files with a checkpoint
+   call (`modeling_*.py`; every file with one in a corpus that has none), and
    lints each alone as pre-commit and an editor's save do: seconds (median and p95) and files
    re-analysed. Two edits per file: a comment appended (`--edit comment`) and a line of code
    appended (`--edit code`; a module-level assignment, which every importer's analysis may
@@ -108,7 +109,8 @@ def main() -> None:
                 where.parent.rmdir()
             each("  removed again", name)
 
-        chosen = random.Random(args.seed).sample(checkpointing, min(args.edits, len(checkpointing)))
+        models = [p for p in checkpointing if p.name.startswith("modeling_")] or checkpointing
+        chosen = random.Random(args.seed).sample(models, min(args.edits, len(models)))
         snapshots = {label: work / f".snapshot-{label}" for label, _ in codes}
         for label, snapshot in snapshots.items():
             shutil.copytree(work / f".cache-{label}", snapshot)
@@ -137,7 +139,7 @@ def main() -> None:
                 p95 = statistics.quantiles(spent, n=20)[-1] if len(spent) > 1 else spent[0]
                 slowest = max(range(len(spent)), key=spent.__getitem__)
                 print(
-                    f"{label:>10} one-line {kind} edit of {len(spent)} files with a checkpoint call, each linted alone warm: "
+                    f"{label:>10} one-line {kind} edit of {len(spent)} model files with a checkpoint call, each linted alone warm: "
                     f"median {statistics.median(spent):.2f} s, p95 {p95:.2f} s, max {max(spent):.2f} s "
                     f"({chosen[slowest].relative_to(work)}); re-analysed median {statistics.median(counts[label]):.0f}, "
                     f"max {max(counts[label])}"
