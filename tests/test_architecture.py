@@ -254,6 +254,18 @@ def test_the_analysis_reads_no_file_itself() -> None:
     assert found == []
 
 
+def test_the_analysis_reads_modules_text_without_comments() -> None:
+    """A text test on `source.text` would let a comment in a dependency change a dependent's
+    result, which the cache assumes it cannot (code_text.py): the analysis reads `source.code`."""
+    found = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted((PACKAGE / "analysis").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "source.text" in line
+    ]
+    assert found == []
+
+
 def test_importing_the_rule_base_loads_neither_the_type_evaluator_nor_the_gradient_analysis() -> None:
     import subprocess
     import sys
