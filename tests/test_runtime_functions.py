@@ -1,6 +1,7 @@
 """A project `torch.autograd.Function` is part of the region it runs in: the state its
 `forward`, `setup_context` and `backward` touch is saved, compared and restored like the
-rest, whether the region calls `MyFn.apply` or an alias (`f = MyFn.apply`). The user's
+rest, whether the region calls `MyFn.apply`, an alias (`f = MyFn.apply`) or a project
+module's attribute (`ops.MyFn.apply`). The user's
 step stays bit-identical under the companion (the logs included), and the verdict names
 what checkpointing changes: a forward that logs runs again at recompute; a backward that
 logs runs once either way."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any, Callable
 
@@ -101,6 +103,9 @@ class Counted(torch.autograd.Function):
 
 
 setup_logged = SetupLogged.apply  # the alias spelling
+ops = types.ModuleType("ops")  # a project module holding a Function: `ops.Logged.apply`
+ops.__file__ = __file__
+ops.Logged = ForwardLogged  # a name this module's globals do not have: reached only through `ops`
 backward_logged = BackwardLogged.apply
 
 
@@ -119,6 +124,10 @@ class Block(nn.Module):
 
 def _forward_logged(x: torch.Tensor) -> torch.Tensor:
     return ForwardLogged.apply(x)
+
+
+def _module_attribute(x: torch.Tensor) -> torch.Tensor:
+    return ops.Logged.apply(x)
 
 
 def _counted(x: torch.Tensor) -> torch.Tensor:
@@ -165,6 +174,7 @@ def step_with(apply: Callable[[torch.Tensor], torch.Tensor]) -> harness.Step:
 # which Function, and the reasons the verdict must name (none: checkpointing changes nothing)
 CASES = {
     "forward": (_forward_logged, {("container", "FORWARD_LOG")}),
+    "forward through a project module's attribute": (_module_attribute, {("container", "FORWARD_LOG")}),
     "setup_context through an alias": (_setup_logged, {("container", "FORWARD_LOG")}),
     "class attribute": (_counted, {("attribute", "Counted.calls")}),
     "backward through an alias": (_backward_logged, set()),

@@ -5,7 +5,8 @@ Starting from the checkpointed callable and its arguments, follow partials, boun
 closure cells, the globals its code names (recursively into nested code and into the
 project functions and module classes it reaches), `nn.Module` trees and the Python
 containers and objects hanging off them. A `torch.autograd.Function` subclass the region
-calls (`MyFn.apply`, or an alias `f = MyFn.apply`) is followed into its `forward`,
+calls (`MyFn.apply`, an alias `f = MyFn.apply`, or `ops.MyFn.apply` through a project
+module, whose attributes the code spells are followed) is followed into its `forward`,
 `setup_context` and `backward` (static methods, as a class's are) and its class attributes:
 its forward reruns at recompute, and each replay runs its backward. Library code (torch,
 the standard library, site-packages) is not followed into its globals (nor a library
@@ -201,11 +202,30 @@ class _Walker:
         if is_library_file(code.co_filename):
             return
         namespace = function.__globals__
-        for global_name in _names(code):
+        names = _names(code)
+        for global_name in names:
             if global_name in namespace:
                 value = namespace[global_name]
                 self.found.globals.setdefault((id(namespace), global_name), (namespace, global_name))
                 self.visit(value, global_name, _first_hop(how, GLOBAL))
+                if isinstance(value, types.ModuleType):
+                    self._module_attributes(value, names, global_name, _first_hop(how, GLOBAL))
+
+    def _module_attributes(self, module: types.ModuleType, names: set[str], prefix: str, how: str) -> None:
+        """A project module the code names (`ops.MyFn.apply`, `pkg.ops.LOG`): the attributes
+        the code spells are followed, and kept as that module's globals (a rebinding is state).
+        A library module's are not (see the module docstring)."""
+        if is_library_file(getattr(module, "__file__", None) or "<"):
+            return
+        namespace = vars(module)
+        for attribute in names:
+            if attribute not in namespace or (id(namespace), attribute) in self.found.globals:
+                continue
+            value = namespace[attribute]
+            self.found.globals[(id(namespace), attribute)] = (namespace, attribute)
+            self.visit(value, f"{prefix}.{attribute}", how)
+            if isinstance(value, types.ModuleType):
+                self._module_attributes(value, names, f"{prefix}.{attribute}", how)
 
     def _autograd_function(self, cls: type, how: str) -> None:
         """A project `torch.autograd.Function` the region calls (`MyFn.apply`, or an alias
