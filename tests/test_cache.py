@@ -544,3 +544,39 @@ def test_a_change_to_ckptlints_own_code_is_not_answered_by_the_old_cache(tmp_pat
     rule = code / "ckptlint" / "rules" / "ckp101.py"
     rule.write_text(rule.read_text().replace("called without `use_reentrant`", "leaves `use_reentrant` out"))
     assert "leaves `use_reentrant` out" in lint()
+
+
+def test_class_headers_are_read_once_per_content(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run with many files to analyse reads every file's class headers to order them; the
+    cache keeps them per digest, so the next such run reads only the files that changed."""
+    import ckptlint.engine.run as run_module
+
+    monkeypatch.setattr(run_module, "PREDICT_FROM", 1)  # predict in every run, as one with 64 files to analyse does
+    read: list[bytes] = []
+    real = run_module.class_headers
+    monkeypatch.setattr(run_module, "class_headers", lambda data: read.append(data) or real(data))
+    (project / "blocks.py").write_text(RANDOM_BLOCK)
+    (project / "layers.py").write_text("import torch.nn as nn\n\n\nclass Base(nn.Module):\n    pass\n")
+    cold = _lint(project, "model.py", "blocks.py", "layers.py", "notes.py")
+    assert len(read) == 4
+    read.clear()
+    (project / "model.py").write_text(MODEL + "\n\nx = 1\n")
+    warm = _lint(project, "model.py", "blocks.py", "layers.py", "notes.py")
+    assert warm.analysed == 1 and len(read) == 1 and b"x = 1" in read[0]
+    assert _found(warm) == _found(cold) == _found(_lint(project, "model.py", "blocks.py", "layers.py", "notes.py", cache=False))
+    headers = json.loads(next((project / ".ckptlint_cache").glob("*/*.headers.json")).read_text())["headers"]
+    assert [record[1] for path, record in headers.items() if path.endswith("layers.py")] == [[["Base", ["Module", "nn"]]]]
+
+
+@pytest.mark.parametrize("corrupt", ["not json", '{"format": 0, "headers": {}}', '{"format": %d, "headers": {"/x.py": [1]}}'])
+def test_a_malformed_headers_file_is_read_again(project: Path, monkeypatch: pytest.MonkeyPatch, corrupt: str) -> None:
+    import ckptlint.engine.run as run_module
+
+    monkeypatch.setattr(run_module, "PREDICT_FROM", 1)
+    (project / "blocks.py").write_text(RANDOM_BLOCK)
+    cold = _lint(project, "model.py", "blocks.py")
+    for headers in (project / ".ckptlint_cache").glob("*/*.headers.json"):
+        headers.write_text(corrupt.replace("%d", str(FORMAT)))
+    (project / "model.py").write_text(MODEL + "\n")
+    assert _found(_lint(project, "model.py", "blocks.py")) == _found(cold)
+    assert json.loads(next((project / ".ckptlint_cache").glob("*/*.headers.json")).read_text())["format"] == FORMAT  # rewritten

@@ -287,6 +287,29 @@ class Cache:
     def edges_path(self) -> Path:
         return self.path.with_suffix(".edges.json")
 
+    def load_headers(self) -> dict[str, tuple[str, list[tuple[str, frozenset[bytes]]]]]:
+        """path -> (digest, its class headers) as schedule.class_headers read them: consulted
+        only when a run has many files to analyse, so they live in their own file. Empty when
+        missing or malformed (each file is then read again)."""
+        try:
+            data = json.loads(self.headers_path.read_bytes())
+            if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("headers"), dict):
+                return {}
+            return {path: _headers(record) for path, record in data["headers"].items()}
+        except (OSError, ValueError, RecursionError, TypeError, AttributeError):
+            return {}
+
+    def save_headers(self, headers: Mapping[str, tuple[str, list[tuple[str, frozenset[bytes]]]]]) -> None:
+        records = {
+            path: [digest, [[name, sorted(word.decode("latin-1") for word in words)] for name, words in found]]
+            for path, (digest, found) in headers.items()
+        }
+        self._write(self.headers_path, {"format": FORMAT, "headers": records})
+
+    @property
+    def headers_path(self) -> Path:
+        return self.path.with_suffix(".headers.json")
+
     def _write(self, path: Path, data: Mapping[str, object]) -> None:
         """Write atomically; a cache that cannot be written is silently skipped."""
         try:
@@ -350,6 +373,15 @@ def _compile_calls(value: object) -> dict[str, tuple[str, bool]]:
     if not isinstance(value, dict) or not all(type(v) is list and len(v) == 2 and type(v[0]) is str and type(v[1]) is bool for v in value.values()):
         raise MalformedCache("compile_calls: not {path: [digest, bool]}")
     return {path: (record[0], record[1]) for path, record in value.items()}
+
+
+def _headers(value: object) -> tuple[str, list[tuple[str, frozenset[bytes]]]]:
+    if not (type(value) is list and len(value) == 2 and type(value[0]) is str and type(value[1]) is list):
+        raise MalformedCache("headers: not [digest, [[class, [base words]], ...]]")
+    found = [(name, frozenset(word.encode("latin-1") for word in words)) for name, words in value[1]]
+    if not all(type(name) is str for name, _ in found):
+        raise MalformedCache("headers: a class name that is not a string")
+    return value[0], found
 
 
 def _edges(value: object) -> ModuleEdges:

@@ -108,7 +108,7 @@ class Run:
         if len(todo) < PREDICT_FROM:  # reading every file's headers costs more than a later pass
             return RunFeed(self, names, Schedule(by_package(todo, self.workspace.size), {}), set(todo))
         if self._headers is None:  # the files' contents do not change during a run
-            self._headers = {path: found for path in self.files if (found := class_headers(self.workspace.data(path) or b""))}
+            self._headers = self._class_headers()
         headers = self._headers
         definers = predicted_classes(headers, names.classes)
         predicted = frozenset(definers)
@@ -122,6 +122,30 @@ class Run:
             defined = {name for name, _ in headers.get(path, ())}
             waits[path] = {definer for name in mentioned.get(path, set()) - defined for definer in definers[name]}
         return RunFeed(self, names, Schedule(files, waits), first)
+
+    def _class_headers(self) -> dict[str, Headers]:
+        """Every file's class headers: the cache's for a file whose digest they were read with,
+        read again for the others (reading transformers' 2,912 files took 0.28 s of a warm
+        run that re-analysed 80 files after an edit)."""
+        cache = self.reuse.cache
+        known = cache.load_headers() if cache is not None else {}
+        kept: dict[str, tuple[str, Headers]] = {}
+        found: dict[str, Headers] = {}
+        read = False
+        for path in self.files:
+            digest = self.workspace.digest(path)
+            if digest is None:
+                continue
+            recorded = known.get(path)
+            if recorded is None or recorded[0] != digest:
+                recorded = (digest, class_headers(self.workspace.data(path) or b""))
+                read = True
+            kept[path] = recorded
+            if recorded[1]:
+                found[path] = recorded[1]
+        if cache is not None and (read or len(kept) != len(known)):
+            cache.save_headers(kept)
+        return found
 
     def _select(self, words: frozenset[str], names: Names) -> tuple[list[str], list[str]]:
         """Candidates to analyse now, and those whose cached entry may still match once more
