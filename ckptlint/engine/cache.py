@@ -251,7 +251,9 @@ class Index:
 
 
 class Cache:
-    """The index file of one configuration, and its import-edges file beside it."""
+    """The index file of one configuration, and beside it the files read only when needed:
+    import edges and code digests (files came or went, a dependency changed), class headers
+    (many files to analyse)."""
 
     def __init__(self, directory: Path, key: str):
         self.directory = directory
