@@ -41,16 +41,16 @@ def strip_comments_bytes(data: bytes) -> bytes:
     """`strip_comments` for raw bytes (a file's words, read without decoding); the bytes
     themselves where the scan cannot follow them (an encoding that is not ASCII-based, or
     Python 3.12's nested f-string quotes)."""
-    if b"#" not in data or b"\x00" in data:
-        return data
-    if (b'f"' in data or b"f'" in data or b'F"' in data or b"F'" in data) and not _f_strings_balanced(data.decode("latin-1")):
+    if b"#" not in data or b"\x00" in data or not _f_strings_balanced(data.decode("latin-1")):
         return data
     return b"".join(code.rstrip(b" \t") if comment else code for code, comment in _PIECES_BYTES.findall(data))
 
 
-def code_digest(code: str) -> str:
+def code_digest(code: str | None) -> str | None:
     """A digest of what other analyses can read of a module: its text without comments
-    (`strip_comments`), less the blank lines that end it."""
+    (`strip_comments`), less the blank lines that end it; None for a text not stripped."""
+    if code is None:
+        return None
     return hashlib.blake2b(code.rstrip().encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 

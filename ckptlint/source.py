@@ -66,7 +66,7 @@ class SourceFile:
     def lines(self) -> list[str]:
         """Physical lines without their line breaks, split as Python's tokenizer does (a
         text without `\\r` splits on `\\n` alone, several times faster than the regex)."""
-        return _LINE_BREAK.split(self.text) if "\r" in self.text else self.text.split("\n")
+        return _split_lines(self.text)
 
     @cached_property
     def stripped(self) -> str | None:
@@ -83,7 +83,7 @@ class SourceFile:
 
     @cached_property
     def _code_lines(self) -> list[str]:
-        return _LINE_BREAK.split(self.code) if "\r" in self.code else self.code.split("\n")
+        return _split_lines(self.code)
 
     @cached_property
     def parse_text(self) -> str:
@@ -126,3 +126,8 @@ class SourceFile:
         if encoded is None:
             encoded = self._byte_lines[lineno] = text.encode("utf-8", "surrogatepass")
         return len(encoded[:utf8_offset].decode("utf-8", "replace")) + 1
+
+
+def _split_lines(text: str) -> list[str]:
+    """Physical lines as Python's tokenizer splits them (`\r\n`, `\r`, `\n`)."""
+    return _LINE_BREAK.split(text) if "\r" in text else text.split("\n")

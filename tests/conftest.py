@@ -63,6 +63,17 @@ def lint_fixture(path: Path, project: bool = True) -> LintResult:
     return linter.lint_paths([path], project_root=FIXTURES if project else None)
 
 
+def lint_project(project: Path, *named: str, jobs: int = 1, cache: bool = True) -> LintResult:
+    """`named` (relative to `project`) linted in-process with the project's configuration and
+    its project scan, on the project's own cache (`.ckptlint_cache/`) or none."""
+    from ckptlint.config import load_config
+    from ckptlint.engine import Linter
+
+    config = load_config(project / "pyproject.toml", project)
+    linter = Linter(config, base=project, jobs=jobs, cache_dir=project / ".ckptlint_cache" if cache else None)
+    return linter.lint_files([project / name for name in named], project_root=project)
+
+
 def run_cli(*args: str, cwd: Path = REPO, input: bytes | None = None, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run the real command line in a subprocess."""
     full_env = {**os.environ, **(env or {})}

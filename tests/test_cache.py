@@ -14,7 +14,7 @@ from ckptlint.engine.cache import FORMAT, CacheEntry, EntryKind, FrozenNames, In
 from ckptlint.finding import Edit, Finding, Fix, Site
 from ckptlint.config import Config, load_config
 from ckptlint.engine import Linter
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, lint_project, run_cli
 
 MODEL = """\
 from torch.utils.checkpoint import checkpoint
@@ -37,10 +37,7 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _lint(project: Path, *named: str, jobs: int = 1, cache: bool = True):
-    config = load_config(project / "pyproject.toml", project)
-    linter = Linter(config, base=project, jobs=jobs, cache_dir=project / ".ckptlint_cache" if cache else None)
-    return linter.lint_files([project / name for name in named], project_root=project)
+_lint = lint_project
 
 
 def _found(result) -> list[tuple[str, str, int]]:

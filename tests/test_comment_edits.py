@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptlint.config import load_config
-from ckptlint.engine import Linter
+from conftest import lint_project
 
 MODEL = """\
 from torch.utils.checkpoint import checkpoint
@@ -35,10 +34,7 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _lint(project: Path, *named: str, cache: bool = True):
-    config = load_config(project / "pyproject.toml", project)
-    linter = Linter(config, base=project, jobs=1, cache_dir=project / ".ckptlint_cache" if cache else None)
-    return linter.lint_files([project / name for name in named], project_root=project)
+_lint = lint_project
 
 
 def _dicts(result) -> list[dict]:

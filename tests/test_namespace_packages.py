@@ -124,11 +124,14 @@ def test_a_directory_whose_modules_do_not_spell_its_name_stays_a_root(tmp_path: 
     assert findings(completed) == ["scripts/blocks.py:11:16: CKP204"], completed.stdout + completed.stderr
 
 
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
 def test_the_namespace_spans_the_directories_its_modules_spell(tmp_path: Path) -> None:
-    (tmp_path / "a" / "b").mkdir(parents=True)
-    (tmp_path / "a" / "b" / "m.py").write_text("from a.b.n import f\n")
-    (tmp_path / "c" / "d").mkdir(parents=True)
-    (tmp_path / "c" / "d" / "m.py").write_text("from d.n import f\n")
+    _write(tmp_path, {"a/b/m.py": "from a.b.n import f\n", "c/d/m.py": "from d.n import f\n"})
     assert import_root(tmp_path / "a" / "b" / "m.py") == tmp_path
     assert import_root(tmp_path / "c" / "d" / "m.py") == tmp_path / "c"
 
@@ -145,10 +148,7 @@ def test_a_name_the_directory_holds_is_that_module_not_the_directory(tmp_path: P
 def test_a_namespace_directory_its_packages_import_through_is_part_of_their_names(tmp_path: Path) -> None:
     """Megatron's wheel has no `megatron/__init__.py` and its packages import `megatron.core.*`:
     the import root is the directory above it. A `src/` layout's packages never import `src.`."""
-    (tmp_path / "megatron" / "core").mkdir(parents=True)
-    (tmp_path / "megatron" / "core" / "__init__.py").write_text("import megatron.core.utils\n")
-    (tmp_path / "src" / "pkg").mkdir(parents=True)
-    (tmp_path / "src" / "pkg" / "__init__.py").write_text("from pkg.utils import helper\n")
+    _write(tmp_path, {"megatron/core/__init__.py": "import megatron.core.utils\n", "src/pkg/__init__.py": "from pkg.utils import helper\n"})
     assert import_root(tmp_path / "megatron" / "core" / "utils.py") == tmp_path
     assert import_root(tmp_path / "src" / "pkg" / "utils.py") == tmp_path / "src"
     assert import_root(tmp_path / "megatron" / "core" / "__init__.py") == tmp_path  # a regular package inside it

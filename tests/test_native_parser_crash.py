@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
-from conftest import json_findings, run_cli
+from conftest import json_findings, lint_project, run_cli
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 from test_lsp import _open, _refined, _start
@@ -168,16 +168,11 @@ async def test_the_language_server_survives_a_deep_file(client: LanguageClient, 
 
 def test_a_parse_that_timed_out_is_reported_but_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A timeout says more about the machine's load than about the file: the next run asks again."""
-    from ckptlint.config import load_config
-    from ckptlint.engine import Linter
-
     (tmp_path / "pyproject.toml").write_text("[tool.ckptlint]\n")
     (tmp_path / "odd.py").write_text("def f():\n  return 1\n return 2\n")  # not ruled out: read in the child
 
     def lint() -> list[str]:
-        config = load_config(tmp_path / "pyproject.toml", tmp_path)
-        linter = Linter(config, base=tmp_path, jobs=1, cache_dir=tmp_path / ".cache")
-        return [finding.summary for finding in linter.lint_files([tmp_path / "odd.py"], project_root=tmp_path).findings]
+        return [finding.summary for finding in lint_project(tmp_path, "odd.py").findings]
 
     monkeypatch.setattr("ckptlint.contained_lowering.child_timeout", lambda text: 0.0001)
     (timed_out,) = lint()

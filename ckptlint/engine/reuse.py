@@ -121,8 +121,9 @@ class Reuse:
         found = self._same_code_memo.get(key)
         if found is None:
             recorded = self._recorded_edges(dep, digest)
-            found = recorded is not None and recorded[3] is not None and recorded[3] == self._current_code(dep)
-            if found and recorded is not None:
+            found = False
+            if recorded is not None and recorded[3] is not None and recorded[3] == self._current_code(dep):
+                found = True
                 now = self.workspace.digest(dep)
                 if now is not None:  # its imports are its code's: the same under the new digest
                     self._carried_edges.setdefault(dep, (now, *recorded[1:]))
@@ -144,8 +145,8 @@ class Reuse:
                 try:
                     code = strip_comments(decode_source(content) if isinstance(content, bytes) else content)
                 except DecodeError:
-                    code = None
-            self._code_now[dep] = code_digest(code) if code is not None else None
+                    pass
+            self._code_now[dep] = code_digest(code)
         return self._code_now[dep]
 
     def _loaded_edges(self) -> dict[str, ModuleEdges]:
@@ -156,7 +157,7 @@ class Reuse:
 
     def _may_import(self, deps: Mapping[str, str], modules: list[str]) -> bool:
         """Whether a dependency's code names one of these (new or removed) modules; unknown
-        edges count as yes. The edges table is read only when files were added or removed."""
+        edges count as yes."""
         self._loaded_edges()
         for dep, digest in deps.items():
             found = self._reaches.get((dep, digest))
@@ -251,12 +252,11 @@ class Reuse:
         keys: Mapping[str, frozenset[str]],
         mentions: Mentions,
         names: Names,
-        compile_calls: Mapping[str, tuple[str, bool]] | None = None,
+        compile_calls: Mapping[str, tuple[str, bool]],
     ) -> None:
         """Write the next index (and the import edges) when it would differ from the loaded one.
         `keys` holds the key of every analysed outcome; `names` are the run's final names;
         `compile_calls` what context_prefilter read."""
-        compile_calls = compile_calls if compile_calls is not None else self.index.compile_calls
         if self.cache is None or (not self._changed(outcomes, names) and compile_calls == self.index.compile_calls):
             return
         words = names.words() | CONTEXT_WORDS

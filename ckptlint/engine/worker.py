@@ -176,14 +176,14 @@ class WorkerState:
         outcome.dependencies.update(self.project.take_consulted())
         for path in outcome.dependencies:
             module = self.project.loaded_at(path)
-            if module is not None and is_transient(module.error):
-                outcome.transient = True
+            if module is None:
+                continue
+            outcome.transient = outcome.transient or is_transient(module.error)
             if path not in self.reported:
                 self.reported.add(path)
-                module = self.project.loaded_at(path)
-                if module is not None:
-                    named, packages = module_edges(self.project, module)
-                    self.edges[path] = (module.digest, _external(named), _external(packages), _code_digest(module))
+                named, packages = module_edges(self.project, module)
+                code = code_digest(module.source.stripped) if module.source is not None else None
+                self.edges[path] = (module.digest, _external(named), _external(packages), code)
 
     def _findings(self, loaded: LoadedModule, outcome: Outcome) -> list[Finding]:
         if loaded.error is not None:
@@ -301,12 +301,6 @@ def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
                 seen[found.path] = found
                 stack.append(found)
     return {os.fspath(path): module.digest for path, module in seen.items()}
-
-
-def _code_digest(module: LoadedModule) -> str | None:
-    """What a dependent can read of the module, as a digest (code_text.py); None when unknown."""
-    stripped = module.source.stripped if module.source is not None else None
-    return code_digest(stripped) if stripped is not None else None
 
 
 def in_project(findings: list[Finding], project: Project) -> list[Finding]:
