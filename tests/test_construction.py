@@ -386,3 +386,78 @@ def test_a_helper_method_parameter_holds_what_the_class_passes_it() -> None:
     [finding] = lint_source(HELPER_METHOD.format(norm="BatchNorm1d"))
     assert (finding.code, finding.line, finding.column) == ("CKP204", 13, 16)
     assert lint_source(HELPER_METHOD.format(norm="LayerNorm")) == []
+
+
+def test_a_builders_sites_are_those_beside_it_whatever_was_analysed_before(tmp_path: Path) -> None:
+    """A builder's constructor sites come from the modules beside it that use it, never from
+    whatever modules the worker loaded for earlier files: `other/user.py` (another directory)
+    building `Builder(norm_layer=nn.BatchNorm2d)` gave `pkg/model.py`'s region a BatchNorm only
+    when the worker happened to have analysed `user.py` first (timm's efficientformer_v2 gained
+    mobilenetv5's EvoNorm, depending on `-j`)."""
+    from ckptlint.engine import worker
+    from ckptlint.engine.run import Run
+    from ckptlint.prefilter import Names
+
+    builder = '''
+from torch import nn
+
+
+def norm_of(norm_layer):
+    if norm_layer is None:
+        return None
+    return norm_layer
+
+
+class Block(nn.Module):
+    def __init__(self, norm_layer):
+        super().__init__()
+        self.norm = norm_of(norm_layer)(4)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+class Builder:
+    def __init__(self, norm_layer=None):
+        self.norm_layer = norm_layer
+
+    def block(self):
+        return Block(self.norm_layer)
+'''
+    model = '''
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from pkg.builder import Builder
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Builder().block()
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=False)
+'''
+    user = "from torch import nn\n\nfrom pkg.builder import Builder\n\nBLOCK = Builder(norm_layer=nn.BatchNorm2d).block()\n"
+    (tmp_path / "pyproject.toml").write_text("")
+    for folder, files in {"pkg": {"builder.py": builder, "model.py": model}, "other": {"user.py": user}}.items():
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+        for name, text in files.items():
+            (tmp_path / folder / name).write_text(text)
+    linter = Linter(load_config(None, tmp_path), base=tmp_path, jobs=1)
+    paths = [str(path) for path in sorted(tmp_path.rglob("*.py"))]
+    run = Run(linter, paths, [])
+    run.execute()
+    names = Names.of(linter.catalogue)
+    user_path, model_path = str(tmp_path / "other" / "user.py"), str(tmp_path / "pkg" / "model.py")
+    found = []
+    try:
+        for order in ([model_path], [user_path, model_path]):
+            worker.forget()
+            outcomes, _ = worker.run_job(run.settings, names, run.roots, order, [])
+            found.append([(f.path, f.code, f.line) for f in outcomes[-1].findings])
+    finally:
+        worker.forget()
+    assert found == [[], []]

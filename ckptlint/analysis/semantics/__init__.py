@@ -10,6 +10,7 @@
 - `config_fields.py`: name fields of configuration dataclasses.
 - `call_sites.py`: what a parameter receives from its module's calls.
 - `method_callers.py`: who calls a method, and with what.
+- `modules_beside.py`: the modules beside a class's own that use it (read from its directory).
 - `autograd_functions.py`: what `SomeFunction.apply(x)` of a project autograd Function runs.
 - `version_tests.py`: tests of a library's version, decided by the version the code runs with.
 - `known_truth.py`: tests whose outcome is known in an analysis context.

@@ -22,6 +22,7 @@ from ckptlint.analysis.semantics.autograd_functions import APPLY, applied_forwar
 from ckptlint.analysis.semantics.config_fields import field_keys
 from ckptlint.analysis.semantics.module_structure import ModuleStructure
 from ckptlint.analysis.semantics.modules import ModuleConstruction
+from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.analysis.semantics.protocol import EMPTY, Passed
 from ckptlint.analysis.semantics.reaching import ReachingBindings, within
 from ckptlint.analysis.semantics.values import (
@@ -82,7 +83,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
         self._growth = {}
         self._instance_attributes: dict[tuple[ClassType, str], Types] = {}
         self._writes = {}
-        self.construction = ModuleConstruction(classes)
+        self.construction = ModuleConstruction(classes, ModulesBeside(project))
         self._dynamic_lookups = set()  # `getattr(self, name)` lookups in progress
         # argument-dependent evaluation (`build_norm_layer(dict(type='GN'), c)`, `make_layer(Block, 3)`):
         # the arguments each function scope is being evaluated with, and memos keyed by them

@@ -4,31 +4,28 @@ The calls of `self.method(...)` in the class and its subclasses and, for `forwar
 instances other classes build (`self.encoder = Encoder(...)`, then `self.encoder(x)` or
 `self.encoder.forward(x)`), in the class's module and in the modules of its package directory
 that import it (a diffusers encoder defined in `vae.py` and built in `autoencoder_tiny.py`).
-Syntactic. Those other modules are read (through the project), so they are dependencies of the
-analysed file: recorded with `Project.consult`. Everything is computed once per analysis state.
+Syntactic. Those other modules come from `modules_beside.py`, which records them as dependencies
+of the analysed file. Everything is computed once per analysis state.
 """
 
 from __future__ import annotations
 
 import ast
-import os
 import weakref
 from typing import Iterator
 
+from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.passed_arguments import passed_argument
-from ckptlint.project import Project
 from ckptlint.symbols import ASSIGN, IMPORT, ModuleSymbols, Scope, positional_parameters
 
 
 class MethodCallers:
-    def __init__(self, classes: ClassIndex, project: Project):
+    def __init__(self, classes: ClassIndex, beside: ModulesBeside):
         self.classes = classes
-        self.project = project
+        self.beside = beside  # the class's module and those beside it that use it
         self._method_calls: dict[int, list[tuple[ast.Call, ModuleSymbols, Scope]]] = {}  # by id of the method scope
         self._self_call_index: weakref.WeakKeyDictionary[ModuleSymbols, SelfCalls] = weakref.WeakKeyDictionary()
-        self._caller_module_memo: dict[int, tuple[list[ModuleSymbols], dict[str, str]]] = {}  # by id of the class scope
-        self._words_by_directory: dict[str, list[tuple[str, str, frozenset[bytes]]]] = {}
 
     def arguments(self, info: ClassInfo, scope: Scope, name: str) -> Iterator[tuple[ast.expr | None, ModuleSymbols, Scope, int]]:
         """(the argument passed for `name` or None when unknown, the calling module and scope, its
@@ -48,12 +45,12 @@ class MethodCallers:
         `self.attr.forward(...)` where the caller's class builds `self.attr = Class(...)`."""
         found = self._method_calls.get(id(scope))
         if found is not None:
-            self._caller_modules(info)  # what they were read from is this file's dependency too
+            self.beside.of(info)  # what they were read from is this file's dependency too
             return found
         node = scope.node
         assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         found = self._method_calls[id(scope)] = []
-        for module in self._caller_modules(info):
+        for module in self.beside.of(info):
             index = self._self_calls(module)
             for call, caller, owner in index.direct.get(node.name, ()):
                 if any(cls.node is info.node for cls in self.classes.mro(owner)):
@@ -72,55 +69,6 @@ class MethodCallers:
         if index is None:
             index = self._self_call_index[module] = SelfCalls.of(module, self.classes)
         return index
-
-    def _caller_modules(self, info: ClassInfo) -> list[ModuleSymbols]:
-        """The class's module, then the modules of its package directory whose text names the
-        class (a model's encoder is often defined in one file and built in the next). Those are
-        read, so the analysis depends on them (`consulted`, added to the file's dependencies)."""
-        memo = self._caller_module_memo.get(id(info.scope))
-        if memo is not None:
-            self.project.consult(memo[1])
-            return memo[0]
-        found, consulted = self._modules_beside(info)
-        self._caller_module_memo[id(info.scope)] = (found, consulted)
-        self.project.consult(consulted)
-        return found
-
-    def _modules_beside(self, info: ClassInfo) -> tuple[list[ModuleSymbols], dict[str, str]]:
-        """`_caller_modules`, read from the directory: (the modules, what they were read from)."""
-        module = info.module
-        found = [module]
-        consulted: dict[str, str] = {}
-        package = module.package if not module.source.path.endswith("__init__.py") else module.name
-        directory = os.path.dirname(module.source.path)
-        project = self.project
-        # a caller imports the class from its module (`from .vae import EncoderTiny`): a file that
-        # names the class but never the module defines its own (transformers' modular_*.py)
-        stem = os.path.basename(module.source.path)[:-3].encode()
-        name = info.name.encode()
-        for entry, path, words in self._directory_words(directory):
-            if name not in words or stem not in words or os.path.abspath(path) == os.path.abspath(module.source.path):
-                continue
-            sibling = project.module_named(f"{package}.{entry[:-3]}" if package else entry[:-3])
-            loaded = project.loaded_at(path)
-            if sibling is not None and loaded is not None:
-                found.append(sibling)
-                consulted[os.fspath(loaded.path)] = loaded.digest
-        return found, consulted
-
-    def _directory_words(self, directory: str) -> list[tuple[str, str, frozenset[bytes]]]:
-        """(file name, path, its words) for each module of a directory but `__init__.py`, read
-        once; words stay bytes (decoding every word of a model directory cost more than reading it)."""
-        found = self._words_by_directory.get(directory)
-        if found is None:
-            found = self._words_by_directory[directory] = []
-            for entry in self.project.module_files(directory):
-                path = os.path.join(directory, entry)
-                try:
-                    found.append((entry, path, self.project.file_words(path)))
-                except OSError:
-                    continue
-        return found
 
 
 

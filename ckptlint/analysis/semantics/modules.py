@@ -28,6 +28,7 @@ from ckptlint.analysis.semantics.values import (
     ordered,
     short_circuit,
 )
+from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.symbols import CLASS, Binding, ModuleSymbols, Scope, positional_parameters
 from ckptlint.syntax import walk
@@ -41,8 +42,9 @@ Pattern = tuple[str, str] | str  # a literal name, or the (prefix, suffix) an f-
 
 
 class ModuleConstruction:
-    def __init__(self, classes: ClassIndex):
+    def __init__(self, classes: ClassIndex, beside: ModulesBeside):
         self.classes = classes
+        self.beside = beside  # a class's module and those beside it that use it
         self._is_module: dict[int, bool] = {}  # by class scope id
         self._container_kind: dict[int, str | None] = {}
         self._children: dict[int, Types] = {}
@@ -50,9 +52,6 @@ class ModuleConstruction:
         self._feeding: dict[int, tuple[str, ...]] = {}
         self._sites: dict[int, list[tuple[ast.Call, Scope, bool, ModuleSymbols]]] = {}  # init node id -> (call, scope, passes self, its module)
         self._spellings: dict[int, _SpellingIndex] = {}  # by module id
-        self._callers: dict[str, list[ModuleSymbols]] = {}  # name called -> the loaded modules that call it
-        self._indexed: set[int] = set()  # ids of the modules in `_callers`
-        self._indexed_count = 0
 
     # -- what kind of object ------------------------------------------------------
 
@@ -283,13 +282,15 @@ class ModuleConstruction:
         owner = init.parent
         if owner is None or owner.kind != CLASS or getattr(init.node, "name", "") != "__init__":
             return EMPTY
+        info = self.classes.info(module, owner)
         sites = self._sites.get(id(init.node))
         if sites is None:
-            info = self.classes.info(module, owner)
             sites = [(call, scope, passes_self, module) for call, scope, passes_self in self._find_sites(inference, module, info)]
             if not self.is_module_class(info):  # a module's instances carry their own configuration (`config`)
                 sites.extend(self._other_modules_sites(inference, module, info))
             self._sites[id(init.node)] = sites
+        elif not self.is_module_class(info):
+            self.beside.of(info)  # what the sites were read from is this file's dependency too
         found: set[Type] = set()
         for call, scope, passes_self, at in sites:
             argument = _bind(init, call, passes_self).get(binding.name)
@@ -298,36 +299,22 @@ class ModuleConstruction:
         return frozenset(found)
 
     def _other_modules_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool, ModuleSymbols]]:
-        """`Cls(...)` calls in the other loaded modules (`EfficientNetBuilder(norm_layer=...)` in the
-        model's module): without them a builder's parameter would look like it only ever holds its
-        default. Only for classes that are not `nn.Module`s: a module class (mmcv's `ConvModule`) is
-        built in many places with many configurations, and an instance's own are in its `config`;
-        the union of every site would give `ConvModule(norm_cfg=None)` the BatchNorm of others."""
+        """`Cls(...)` calls in the modules beside the class's that use it (`EfficientNetBuilder(norm_layer=...)`
+        in the model's module): without them a builder's parameter would look like it only ever
+        holds its default. Only for classes that are not `nn.Module`s: a module class (mmcv's
+        `ConvModule`) is built in many places with many configurations, and an instance's own are
+        in its `config`; the union of every site would give `ConvModule(norm_cfg=None)` the
+        BatchNorm of others."""
         sites = []
-        for other in self._modules_calling(info.name):
+        for other in self.beside.of(info):
             if other is module:
                 continue
             index = self._spelling_index(other)
-            for position in index.called[info.name]:
+            for position in index.called.get(info.name, ()):
                 call, scope = index.calls[position]
                 if self._names(inference, call.func, other, scope, info):
                     sites.append((call, scope, False, other))
         return sites
-
-    def _modules_calling(self, name: str) -> list[ModuleSymbols]:
-        """The loaded modules with a call spelled `name(...)` or `x.name(...)`: an index over
-        every module loaded so far, extended as more are loaded."""
-        loaded = self.classes.project.loaded()
-        if len(loaded) != self._indexed_count:
-            for entry in loaded:
-                other = entry.symbols
-                if other is None or id(other) in self._indexed:
-                    continue
-                self._indexed.add(id(other))
-                for spelled in self._spelling_index(other).called:
-                    self._callers.setdefault(spelled, []).append(other)
-            self._indexed_count = len(loaded)
-        return self._callers.get(name, [])
 
     def _find_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool]]:
         """The module's calls that run `info`'s `__init__`: `Cls(...)`, `Cls.__init__(self, ...)`, and

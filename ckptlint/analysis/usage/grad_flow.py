@@ -74,7 +74,7 @@ class GradFlow:
         self.inference = inference
         self.model_inputs = ModelInputs(classes)
         self.layer_calls = LayerCalls(classes)
-        self.callers = MethodCallers(classes, inference.project)
+        self.callers = MethodCallers(classes, inference.construction.beside)
         # class facts by (id of the class scope, attribute), as ClassIndex keeps its own: they live as long as the analysis state
         self._layer_classes: dict[tuple[int, str], str | None] = {}
         self._frozen_lines: dict[tuple[int, str], int | None] = {}

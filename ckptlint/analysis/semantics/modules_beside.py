@@ -1,0 +1,73 @@
+"""The modules beside a class's own that use it: the files of its package directory that name
+both the class and its module (a model's encoder defined in `vae.py` and built in
+`autoencoder_tiny.py`; timm's `EfficientNetBuilder` configured in `efficientnet.py`).
+
+Read from the directory, never from what happens to be loaded: an answer that depended on which
+files a worker had analysed before would make one file's findings depend on the order of the run
+(and on `-j`). What is read is recorded with `Project.consult`, on every answer, memoised or not,
+so that each analysed file that asks depends on those modules in the cache.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ckptlint.classes import ClassInfo
+from ckptlint.project import Project
+from ckptlint.symbols import ModuleSymbols
+
+Words = list[tuple[str, str, frozenset[bytes]]]  # (file name, path, its code's words)
+
+
+class ModulesBeside:
+    def __init__(self, project: Project):
+        self.project = project
+        self._found: dict[int, tuple[list[ModuleSymbols], dict[str, str]]] = {}  # by id of the class scope
+        self._words_by_directory: dict[str, Words] = {}
+
+    def of(self, info: ClassInfo) -> list[ModuleSymbols]:
+        """The class's module, then the modules beside it whose code names the class and its
+        module, in file-name order."""
+        memo = self._found.get(id(info.scope))
+        if memo is None:
+            memo = self._found[id(info.scope)] = self._read(info)
+        self.project.consult(memo[1])
+        return memo[0]
+
+    def _read(self, info: ClassInfo) -> tuple[list[ModuleSymbols], dict[str, str]]:
+        """`of`, read from the directory: (the modules, path -> digest of those read)."""
+        module = info.module
+        found = [module]
+        consulted: dict[str, str] = {}
+        package = module.package if not module.source.path.endswith("__init__.py") else module.name
+        directory = os.path.dirname(module.source.path)
+        project = self.project
+        # a user imports the class from its module (`from .vae import EncoderTiny`): a file that
+        # names the class but never the module defines its own (transformers' modular_*.py)
+        stem = os.path.basename(module.source.path)[:-3].encode()
+        name = info.name.encode()
+        own = os.path.abspath(module.source.path)
+        for entry, path, words in self._directory_words(directory):
+            if name not in words or stem not in words or os.path.abspath(path) == own:
+                continue
+            sibling = project.module_named(f"{package}.{entry[:-3]}" if package else entry[:-3])
+            loaded = project.loaded_at(path)
+            if loaded is not None:  # a file that does not parse is read too: fixing it changes the answer
+                consulted[os.fspath(loaded.path)] = loaded.digest
+            if sibling is not None:
+                found.append(sibling)
+        return found, consulted
+
+    def _directory_words(self, directory: str) -> Words:
+        """(file name, path, its words) for each module of a directory but `__init__.py`, read
+        once; words stay bytes (decoding every word of a model directory cost more than reading it)."""
+        found = self._words_by_directory.get(directory)
+        if found is None:
+            found = self._words_by_directory[directory] = []
+            for entry in self.project.module_files(directory):
+                path = os.path.join(directory, entry)
+                try:
+                    found.append((entry, path, self.project.file_words(path)))
+                except OSError:
+                    continue
+        return found
