@@ -394,10 +394,6 @@ def test_a_builders_sites_are_those_beside_it_whatever_was_analysed_before(tmp_p
     building `Builder(norm_layer=nn.BatchNorm2d)` gave `pkg/model.py`'s region a BatchNorm only
     when the worker happened to have analysed `user.py` first (timm's efficientformer_v2 gained
     mobilenetv5's EvoNorm, depending on `-j`)."""
-    from ckptlint.engine import worker
-    from ckptlint.engine.run import Run
-    from ckptlint.prefilter import Names
-
     builder = '''
 from torch import nn
 
@@ -446,18 +442,50 @@ class Net(nn.Module):
         (tmp_path / folder / "__init__.py").write_text("")
         for name, text in files.items():
             (tmp_path / folder / name).write_text(text)
-    linter = Linter(load_config(None, tmp_path), base=tmp_path, jobs=1)
-    paths = [str(path) for path in sorted(tmp_path.rglob("*.py"))]
-    run = Run(linter, paths, [])
-    run.execute()
-    names = Names.of(linter.catalogue)
     user_path, model_path = str(tmp_path / "other" / "user.py"), str(tmp_path / "pkg" / "model.py")
-    found = []
+    found = [_findings_after(tmp_path, order) for order in ([model_path], [user_path, model_path])]
+    assert found == [[], []]
+
+
+def _findings_after(root: Path, order: list[str]) -> list[tuple[str, str, int]]:
+    """The last file's findings when one fresh worker analyses `order` in that order (with the
+    names a whole run of `root` finds), as (path, code, line)."""
+    from ckptlint.engine import worker
+    from ckptlint.engine.run import Run
+    from ckptlint.prefilter import Names
+
+    linter = Linter(load_config(None, root), base=root, jobs=1)
+    run = Run(linter, [str(path) for path in sorted(root.rglob("*.py"))], [])
+    run.execute()
+    worker.forget()
     try:
-        for order in ([model_path], [user_path, model_path]):
-            worker.forget()
-            outcomes, _ = worker.run_job(run.settings, names, run.roots, order, [])
-            found.append([(f.path, f.code, f.line) for f in outcomes[-1].findings])
+        outcomes, _ = worker.run_job(run.settings, Names.of(linter.catalogue), run.roots, order, [])
     finally:
         worker.forget()
-    assert found == [[], []]
+    return [(f.path, f.code, f.line) for f in outcomes[-1].findings]
+
+
+def test_a_builders_result_for_one_call_does_not_depend_on_the_calls_analysed_before(tmp_path: Path) -> None:
+    """`norm(kind)` is evaluated with the key each call passes. A budget of such evaluations per
+    function, spent by the 40 files a worker analysed first, made the 41st file's
+    `norm("layer_x")` fall back to every entry of the table, BatchNorm included (timm's
+    `get_norm_act_layer`: EvoNorm in efficientformer_v2, depending on the order of the run)."""
+    keys = [f"layer_{index}" for index in range(40)] + ["layer_x"]
+    table = ", ".join(f'"{key}": nn.LayerNorm' for key in keys)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "norms.py").write_text(f"from torch import nn\n\nTABLE = {{{table}, \"batch\": nn.BatchNorm2d}}\n\n\ndef norm(kind):\n    return TABLE[kind]\n")
+    model = (
+        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.norms import norm\n\n\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.norm = norm({key!r})(4)\n\n"
+        "    def forward(self, x):\n        return checkpoint(self.norm, x, use_reentrant=False)\n"
+    )
+    paths = []
+    for index, key in enumerate(keys):
+        path = tmp_path / "pkg" / f"model_{index}.py"
+        path.write_text(model.format(key=key))
+        paths.append(str(path))
+    target = paths[-1]
+    assert _findings_after(tmp_path, [target]) == []
+    assert _findings_after(tmp_path, paths) == []

@@ -90,7 +90,6 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
         self._env = {}
         self._env_binding_types: dict[tuple[int, tuple[object, ...]], Types] = {}
         self._env_returns = {}
-        self._contexts = {}
         self._configured_attributes: dict[tuple[int, str, Passed], Types] = {}
         self._outside_stores: dict[tuple[int, str], bool] = {}  # (module id, attribute): set on other objects there
         self._registrations = {}

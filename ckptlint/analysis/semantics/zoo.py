@@ -1,7 +1,9 @@
 """What builders, registries and configurations choose to build: `getattr(nn, name)`,
 `NORM_LAYERS.get(key)`, `MODELS.build(cfg)`, `build_norm_layer(dict(type='GN'), c)`, `Block(**ba)`.
 A function that chooses by its arguments is evaluated with the arguments a call passes
-(argument-dependent contexts, at most MAX_CONTEXTS per function). A mixin of
+(argument-dependent contexts, each memoised by its arguments; there is no budget of contexts per
+function: a budget spent by the files a worker analysed before made a later file's call fall back
+to the context-free result, so findings depended on the order of the run). A mixin of
 `evaluator.TypeInference`, written against `protocol.TypeEvaluator`.
 """
 
@@ -44,7 +46,6 @@ class ZooChoices(TypeEvaluator):
     # and memos keyed by them
     _env: dict[int, dict[str, Types]]
     _env_returns: dict[tuple[int, tuple[object, ...]], Types]
-    _contexts: dict[int, int]
     _registrations: dict[int, list[tuple[str, str, str]]]
     _choosing: dict[int, frozenset[str]]
     _registering: dict[str, bool]
@@ -304,11 +305,6 @@ class ZooChoices(TypeEvaluator):
         cached = self._env_returns.get(key)
         if cached is not None:
             return cached
-        count = self._contexts.get(id(scope), 0)
-        limit = MAX_ONE_VALUE_CONTEXTS if passed and all(len(types) == 1 for _, types in passed) else MAX_CONTEXTS
-        if count >= limit and not self.env_key(scope):
-            return self.returned_types(module, scope)
-        self._contexts[id(scope)] = count + 1
         self._env_returns[key] = EMPTY
         result = self.returns_in(module, scope, outer)
         self._env_returns[key] = result
@@ -332,10 +328,6 @@ class ZooChoices(TypeEvaluator):
         return ClassType(info.qualified_name, config=tuple(sorted(passed.items()))) if passed else ClassType(info.qualified_name)
 
 
-MAX_CONTEXTS = 8  # argument-dependent evaluations of one function; beyond, its context-free result
-# as many again for calls passing one value per argument (`get_norm_layer('layernorm')`, a
-# split case): few distinct in a project, each reused by every caller that passes it
-MAX_ONE_VALUE_CONTEXTS = 32
 
 
 def _parameter_names(scope: Scope) -> set[str]:
