@@ -257,27 +257,25 @@ def test_the_analysis_reads_no_file_itself() -> None:
 def test_the_analysis_reads_modules_text_without_comments() -> None:
     """A text test on `source.text` would let a comment in a dependency change a dependent's
     result, which the cache assumes it cannot (code_text.py): the analysis reads `source.code`."""
-    found = [
-        f"{path.relative_to(REPO)}:{number}"
-        for path in sorted((PACKAGE / "analysis").rglob("*.py"))
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if "source.text" in line
-    ]
-    assert found == []
+    assert _analysis_lines_spelling("source.text") == []
 
 
 def test_no_analysis_asks_which_modules_happen_to_be_loaded() -> None:
     """What a worker has loaded depends on the files it analysed before (and on `-j`): an answer
-    read from it made findings depend on the order of the run (timm's efficientformer_v2 gained
-    mobilenetv5's EvoNorm). The analysis asks the project for modules by name or reads a
-    directory (modules_beside.py), never for the loaded set."""
-    found = [
+    read from it made findings depend on the order of the run (timm's efficientformer_v2 gained a
+    site from mobilenetv5's builder configuration). The analysis asks the project for modules by
+    name or reads a directory (modules_beside.py), never for the loaded set."""
+    assert _analysis_lines_spelling(".loaded()") == []
+
+
+def _analysis_lines_spelling(text: str) -> list[str]:
+    """`path:line` of each line of `ckptlint/analysis/` that spells `text`."""
+    return [
         f"{path.relative_to(REPO)}:{number}"
         for path in sorted((PACKAGE / "analysis").rglob("*.py"))
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if ".loaded()" in line
+        if text in line
     ]
-    assert found == []
 
 
 def test_importing_the_rule_base_loads_neither_the_type_evaluator_nor_the_gradient_analysis() -> None:

@@ -212,10 +212,8 @@ def test_builder_returning_none_for_the_default_builds_nothing() -> None:
     assert "BatchNorm1d" in finding.message and "built by" not in finding.message
 
 
-def test_a_constructor_argument_passed_in_another_module_counts() -> None:
-    """`Builder(norm_layer=nn.BatchNorm2d)` in the model's module is what the builder's module
-    sees, not only its `norm_layer=None` default (timm's EfficientNetBuilder)."""
-    builder = '''
+# a builder (not a module) whose blocks take the norm its constructor was given, and a model that builds one
+BUILDER = '''
 from torch import nn
 
 
@@ -241,7 +239,7 @@ class Builder:
     def block(self):
         return Block(self.norm_layer)
 '''
-    model = '''
+BUILT_MODEL = '''
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -251,11 +249,17 @@ from pkg.builder import Builder
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
-        self.block = Builder(norm_layer=nn.BatchNorm2d).block()
+        self.block = Builder({arguments}).block()
 
     def forward(self, x):
         return checkpoint(self.block, x, use_reentrant=False)
 '''
+
+
+def test_a_constructor_argument_passed_in_another_module_counts() -> None:
+    """`Builder(norm_layer=nn.BatchNorm2d)` in the model's module is what the builder's module
+    sees, not only its `norm_layer=None` default (timm's EfficientNetBuilder)."""
+    model = BUILT_MODEL.format(arguments="norm_layer=nn.BatchNorm2d")
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
@@ -263,7 +267,7 @@ class Net(nn.Module):
         (root / "pyproject.toml").write_text("")
         (root / "pkg").mkdir()
         (root / "pkg" / "__init__.py").write_text("")
-        (root / "pkg" / "builder.py").write_text(builder)
+        (root / "pkg" / "builder.py").write_text(BUILDER)
         (root / "pkg" / "model.py").write_text(model)
         result = Linter(load_config(None, root), base=root).lint_paths([root], project_root=root)
         assert [(f.path, f.code, f.line) for f in result.findings] == [("pkg/builder.py", "CKP204", 17)]
@@ -393,51 +397,11 @@ def test_a_builders_sites_are_those_beside_it_whatever_was_analysed_before(tmp_p
     whatever modules the worker loaded for earlier files: `other/user.py` (another directory)
     building `Builder(norm_layer=nn.BatchNorm2d)` gave `pkg/model.py`'s region a BatchNorm only
     when the worker happened to have analysed `user.py` first (timm's efficientformer_v2 gained
-    mobilenetv5's EvoNorm, depending on `-j`)."""
-    builder = '''
-from torch import nn
-
-
-def norm_of(norm_layer):
-    if norm_layer is None:
-        return None
-    return norm_layer
-
-
-class Block(nn.Module):
-    def __init__(self, norm_layer):
-        super().__init__()
-        self.norm = norm_of(norm_layer)(4)
-
-    def forward(self, x):
-        return self.norm(x)
-
-
-class Builder:
-    def __init__(self, norm_layer=None):
-        self.norm_layer = norm_layer
-
-    def block(self):
-        return Block(self.norm_layer)
-'''
-    model = '''
-from torch import nn
-from torch.utils.checkpoint import checkpoint
-
-from pkg.builder import Builder
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.block = Builder().block()
-
-    def forward(self, x):
-        return checkpoint(self.block, x, use_reentrant=False)
-'''
+    a site from mobilenetv5's builder configuration, depending on `-j`)."""
+    model = BUILT_MODEL.format(arguments="")
     user = "from torch import nn\n\nfrom pkg.builder import Builder\n\nBLOCK = Builder(norm_layer=nn.BatchNorm2d).block()\n"
     (tmp_path / "pyproject.toml").write_text("")
-    for folder, files in {"pkg": {"builder.py": builder, "model.py": model}, "other": {"user.py": user}}.items():
+    for folder, files in {"pkg": {"builder.py": BUILDER, "model.py": model}, "other": {"user.py": user}}.items():
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "__init__.py").write_text("")
         for name, text in files.items():

@@ -71,7 +71,6 @@ class MethodCallers:
         return index
 
 
-
 class SelfCalls:
     """A module's calls through `self`, by attribute: `self.x(...)` (`direct`) and
     `self.x.forward(...)` (`forward`), each with its scope and class; and, asked per class,

@@ -17,6 +17,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from ckptlint.analysis.knowledge import torch_api
+from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.analysis.semantics.values import (
     ClassObjectType,
     ClassType,
@@ -28,7 +29,6 @@ from ckptlint.analysis.semantics.values import (
     ordered,
     short_circuit,
 )
-from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.symbols import CLASS, Binding, ModuleSymbols, Scope, positional_parameters
 from ckptlint.syntax import walk
@@ -51,6 +51,7 @@ class ModuleConstruction:
         self._descendants: dict[int, Types] = {}
         self._feeding: dict[int, tuple[str, ...]] = {}
         self._sites: dict[int, list[tuple[ast.Call, Scope, bool, ModuleSymbols]]] = {}  # init node id -> (call, scope, passes self, its module)
+        self._beside_sites: dict[int, list[tuple[ast.Call, Scope, bool, ModuleSymbols]]] = {}  # class scope id -> those in the modules beside it
         self._spellings: dict[int, _SpellingIndex] = {}  # by module id
 
     # -- what kind of object ------------------------------------------------------
@@ -285,12 +286,9 @@ class ModuleConstruction:
         info = self.classes.info(module, owner)
         sites = self._sites.get(id(init.node))
         if sites is None:
-            sites = [(call, scope, passes_self, module) for call, scope, passes_self in self._find_sites(inference, module, info)]
-            if not self.is_module_class(info):  # a module's instances carry their own configuration (`config`)
-                sites.extend(self._other_modules_sites(inference, module, info))
-            self._sites[id(init.node)] = sites
-        elif not self.is_module_class(info):
-            self.beside.of(info)  # what the sites were read from is this file's dependency too
+            sites = self._sites[id(init.node)] = [(call, scope, passes_self, module) for call, scope, passes_self in self._find_sites(inference, module, info)]
+        if not self.is_module_class(info):  # a module's instances carry their own configuration (`config`)
+            sites = [*sites, *self._other_modules_sites(inference, module, info)]
         found: set[Type] = set()
         for call, scope, passes_self, at in sites:
             argument = _bind(init, call, passes_self).get(binding.name)
@@ -305,15 +303,19 @@ class ModuleConstruction:
         `ConvModule`) is built in many places with many configurations, and an instance's own are
         in its `config`; the union of every site would give `ConvModule(norm_cfg=None)` the
         BatchNorm of others."""
-        sites = []
-        for other in self.beside.of(info):
-            if other is module:
-                continue
-            index = self._spelling_index(other)
-            for position in index.called.get(info.name, ()):
-                call, scope = index.calls[position]
-                if self._names(inference, call.func, other, scope, info):
-                    sites.append((call, scope, False, other))
+        beside = self.beside.of(info)  # asked on every answer: each file that reads the sites depends on those modules
+        sites = self._beside_sites.get(id(info.scope))
+        if sites is None:
+            sites = []
+            for other in beside:
+                if other is module:
+                    continue
+                index = self._spelling_index(other)
+                for position in index.called.get(info.name, ()):
+                    call, scope = index.calls[position]
+                    if self._names(inference, call.func, other, scope, info):
+                        sites.append((call, scope, False, other))
+            self._beside_sites[id(info.scope)] = sites
         return sites
 
     def _find_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool]]:
