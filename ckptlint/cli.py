@@ -248,6 +248,8 @@ class LintRequest:
                     _say(f"project scan: skipped {skipped} (a checkpoint call there that reaches a named file is not seen)")
 
         result = linter.lint_paths(targets, self.force_exclude, root, on_scope)
+        global _analysed_in_this_process
+        _analysed_in_this_process = True
         if self.verbose:
             _say(f"analysed {result.analysed:,} file{'s' if result.analysed != 1 else ''}; {result.reused:,} from the cache")
         _report_problems(result.problems)
@@ -504,3 +506,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(EXIT_CLEAN)
+    except SystemExit as done:
+        if _analysed_in_this_process and (done.code is None or isinstance(done.code, int)):
+            _exit_without_teardown(done.code or 0)
+        raise
+
+
+# Set once a lint has run here: the interpreter's teardown would then collect every parsed
+# module and memo the in-process analysis left (0.9 s of a 2.7 s re-lint of one transformers
+# model after an edit), for a process that is about to end anyway. mypy's CLI exits the same way.
+_analysed_in_this_process = False
+
+
+def _exit_without_teardown(code: int) -> NoReturn:
+    """Flush what was printed and end the process without freeing its objects. Everything
+    the run writes (reports, fixes, the cache) is written and closed before `main` returns."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said there
+            pass
+    os._exit(code)

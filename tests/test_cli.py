@@ -211,18 +211,45 @@ def test_readme_example_output_is_current() -> None:
 
 
 def test_the_linter_never_imports_torch() -> None:
+    """Every attempt to import torch is written down as it happens (the CLI ends the process
+    without running anything after `main`)."""
     code = (
         "import sys\n"
+        "class Watch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.partition('.')[0] == 'torch':\n"
+        "            sys.stderr.write('imports torch\\n')\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Watch())\n"
         "from ckptlint.cli import main\n"
-        "try:\n"
-        "    main(['fixtures/regions', '--quiet', '--exit-zero'])\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "print('torch' in sys.modules, file=sys.stderr)\n"
+        "main(['fixtures/regions', '--quiet', '--exit-zero'])\n"
     )
     completed = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, timeout=300)
-    assert completed.stderr.decode().strip().splitlines()[-1] == "False"
+    assert completed.returncode == 0
+    assert b"imports torch" not in completed.stderr
     assert b"CKP204" in completed.stdout
+
+
+def test_a_lint_ends_without_the_interpreters_teardown_and_says_everything() -> None:
+    """Collecting the parsed modules at exit cost 0.9 s of a 2.7 s re-lint: the CLI ends the
+    process once the report is out. Nothing registered to run at exit runs; the whole report
+    (every line of a long one, through a pipe) and the exit code still come out."""
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write('teardown ran\\n'))\n"
+        "from ckptlint.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code, "fixtures/regions", "--format", "json", "--no-cache"], cwd=REPO, capture_output=True, timeout=300
+    )
+    assert completed.returncode == 1  # findings
+    assert b"teardown ran" not in completed.stderr
+    findings = json.loads(completed.stdout)
+    assert findings == json.loads(run_cli("fixtures/regions", "--format", "json", "--no-cache").stdout)
+    assert len(findings["findings"]) > 50
+    help_run = subprocess.run([sys.executable, "-c", code, "rules"], cwd=REPO, capture_output=True, timeout=300)
+    assert help_run.returncode == 0 and b"teardown ran" in help_run.stderr  # no lint: an ordinary exit
 
 
 def test_top_level_help_lists_the_default_commands_options() -> None:
