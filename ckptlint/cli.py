@@ -507,7 +507,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(EXIT_CLEAN)
     except SystemExit as done:
-        if _analysed_in_this_process and (done.code is None or isinstance(done.code, int)):
+        watched = sys.getprofile() is not None or sys.gettrace() is not None  # cProfile, coverage: they write at exit
+        if _analysed_in_this_process and not watched and (done.code is None or isinstance(done.code, int)):
             _exit_without_teardown(done.code or 0)
         raise
 

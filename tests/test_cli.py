@@ -252,6 +252,15 @@ def test_a_lint_ends_without_the_interpreters_teardown_and_says_everything() -> 
     assert help_run.returncode == 0 and b"teardown ran" in help_run.stderr  # no lint: an ordinary exit
 
 
+def test_a_profiled_lint_ends_as_usual_so_the_profile_is_written(tmp_path: Path) -> None:
+    """`python -m cProfile -o FILE -m ckptlint` writes FILE at exit: no quick exit under a profiler or tracer."""
+    profile = tmp_path / "lint.prof"
+    command = [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "ckptlint", "fixtures/regions", "-q", "--no-cache"]
+    completed = subprocess.run(command, cwd=REPO, capture_output=True, timeout=300)  # cProfile swallows the exit code
+    assert b"CKP204" in completed.stdout
+    assert profile.stat().st_size > 0
+
+
 def test_top_level_help_lists_the_default_commands_options() -> None:
     completed = run_cli("--help")
     assert completed.returncode == 0
