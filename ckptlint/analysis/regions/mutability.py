@@ -10,6 +10,7 @@ project, and never counts. Buffers and parameters are the attributes registered 
 from __future__ import annotations
 
 import ast
+import bisect
 from typing import Iterator
 
 from ckptlint.analysis.knowledge import torch_api
@@ -378,7 +379,18 @@ def walked_attributes(module: ModuleSymbols) -> dict[str, str]:
     if cached is not None:
         return cached
     found: dict[str, str] = {}
-    walks = [(f, loop) for f, _ in module.functions for loop in walk(f) if isinstance(loop, (ast.For, ast.AsyncFor)) and _walks_modules(loop.iter)]
+    # a walk's loop iterates over one of the module's calls: only functions holding such a
+    # call are walked for the loop (walking every function was 8% of a cold run on transformers)
+    walk_calls = [call for call, _ in module.calls if _walks_modules(call)]
+    lines = sorted(call.lineno for call in walk_calls)
+    iterated = {id(call) for call in walk_calls}
+    walks = [
+        (f, loop)
+        for f, _ in (module.functions if walk_calls else ())
+        if _any_line_between(lines, f.lineno, f.end_lineno or f.lineno)
+        for loop in walk(f)
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and id(loop.iter) in iterated
+    ]
     looped = _calls_in_loops(module) if walks else frozenset()
     for function, loop in walks:
         scope = module.scope_of[id(function)]
@@ -391,6 +403,12 @@ def walked_attributes(module: ModuleSymbols) -> dict[str, str]:
                 found.setdefault(attribute, f"written on every module a walk reaches in {scope.qualname} (line {node.lineno})")
     module.tree._ckptlint_walked = found  # type: ignore[attr-defined]  # a memo kept on the tree, freed with it
     return found
+
+
+def _any_line_between(lines: list[int], first: int, last: int) -> bool:
+    """Whether a number in `lines` (ascending) lies in `first..last`."""
+    index = bisect.bisect_left(lines, first)
+    return index < len(lines) and lines[index] <= last
 
 
 def _writes_on_walked(loop: ast.For | ast.AsyncFor) -> Iterator[tuple[ast.Assign | ast.AugAssign, str]]:
