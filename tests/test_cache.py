@@ -577,3 +577,38 @@ def test_a_malformed_headers_file_is_read_again(project: Path, monkeypatch: pyte
     (project / "model.py").write_text(MODEL + "\n")
     assert _found(_lint(project, "model.py", "blocks.py")) == _found(cold)
     assert json.loads(next((project / ".ckptlint_cache").glob("*/*.headers.json")).read_text())["format"] == FORMAT  # rewritten
+
+
+def test_a_package_initialiser_analysed_first_links_no_later_file_to_the_modules_it_re_exports(tmp_path: Path) -> None:
+    """`pkg/__init__.py` re-exports the package's models. Analysed in the shared state of a
+    worker, it linked `pkg/a.py` (whose `from pkg.blocks import` loads `pkg` first) to
+    `pkg/b.py`, which `a.py` never reads: an edit of `b.py` redid `a.py`. In transformers this
+    made every file that a worker analysed after `transformers/__init__.py` depend on every
+    model that worker had loaded. The initialiser runs in a state of its own."""
+    from ckptlint.engine import worker
+    from ckptlint.engine.run import Run
+    from ckptlint.prefilter import Names
+
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from torch.utils.checkpoint import checkpoint\n\nfrom pkg.a import ModelA\nfrom pkg.b import ModelB\n")
+    (package / "blocks.py").write_text("import torch.nn as nn\n\n\nclass Block(nn.Module):\n    def forward(self, x):\n        return x * 2\n")
+    model = (
+        "import torch.nn as nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.blocks import Block\n\n\n"
+        "class {name}(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.block = Block()\n\n"
+        "    def forward(self, x):\n        return checkpoint(self.block, x, use_reentrant=False)\n"
+    )
+    (package / "a.py").write_text(model.format(name="ModelA"))
+    (package / "b.py").write_text(model.format(name="ModelB"))
+    linter = Linter(load_config(None, tmp_path), base=tmp_path, jobs=1)
+    order = [str(package / name) for name in ("__init__.py", "b.py", "a.py")]
+    run = Run(linter, order, [])
+    worker.forget()
+    try:
+        outcomes, _ = worker.run_job(run.settings, Names.of(linter.catalogue), run.roots, order, [])
+    finally:
+        worker.forget()
+    initialiser, _, model_a = ({Path(path).name for path in outcome.dependencies} for outcome in outcomes)
+    assert model_a == {"a.py", "blocks.py"}
+    assert initialiser == {"__init__.py"}  # what its own analysis read: nothing it re-exports holds a call of its own

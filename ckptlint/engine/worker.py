@@ -111,6 +111,7 @@ class WorkerState:
         self.edges: dict[str, ModuleEdges] = {}  # path -> (digest, module names it can reach, code digest), to report
         self.dependents: Counter[str] = Counter()  # path -> files of this state that depended on it
         self.project = self._fresh_project()
+        self._apart = False  # analysing a package initialiser in a state of its own (`_analyse_apart`)
         self._fresh_analysis()
 
     def _fresh_project(self) -> Project:
@@ -142,6 +143,8 @@ class WorkerState:
             self.project.add_root(Path(root))
 
     def analyse(self, path: str) -> Outcome:
+        if os.path.basename(path) == "__init__.py" and not self._apart:
+            return self._analyse_apart(path)
         outcome = Outcome(path)
         try:
             loaded = self.project.load(Path(path), display_path(path, self.base))
@@ -166,6 +169,28 @@ class WorkerState:
         if len(self.project.loaded()) > MAX_MODULES:
             self.shrink()
         return outcome
+
+    def _analyse_apart(self, path: str) -> Outcome:
+        """A package's `__init__.py` in a state of its own, dropped after. An initialiser
+        re-exports its package: loaded into the shared state, it would link every later file
+        that imports anything of the package (an import loads the parents first, and so do
+        the dependencies) to every module of the package the state has loaded, and an edit of
+        any of them would redo them all. Its own analysis rarely reads what the shared memos
+        hold, and its findings do not depend on the state it runs in."""
+        shared = (self.project, self.finder, self.analyses, self.fix_builder, self.dependents)
+        roots = list(self.project.roots)
+        self.project = self._fresh_project()
+        for root in roots:
+            self.project.add_root(root)
+        self.dependents = Counter()
+        self._fresh_analysis()
+        self._apart = True
+        try:
+            return self.analyse(path)
+        finally:
+            self._apart = False
+            self.project.release()
+            self.project, self.finder, self.analyses, self.fix_builder, self.dependents = shared
 
     def _note_dependencies(self, outcome: Outcome, loaded: LoadedModule) -> None:
         """The modules the result was computed from, and the import edges of those not reported
