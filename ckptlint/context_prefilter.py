@@ -11,6 +11,7 @@ is not read further.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Callable, Iterable, Mapping
 
@@ -63,3 +64,11 @@ def _spells_compile(content: bytes) -> bool:
     """Whether the code spells a compile call; comments, stripped only when the bytes match
     (stripping can remove a match, never add one), do not count."""
     return _COMPILE_SPELLING.search(content) is not None and _COMPILE_SPELLING.search(strip_comments_bytes(content)) is not None
+
+
+def context_stem(path: str) -> str:
+    """The name a context file outside a module's directory must spell to be read for it: the
+    module's file stem, or its package's for an `__init__.py` (the engine redoes a cached
+    result when a changed context file spells it: engine/reuse.py)."""
+    stem = os.path.basename(path)[:-3]
+    return os.path.basename(os.path.dirname(path)) if stem == "__init__" else stem

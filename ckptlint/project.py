@@ -191,7 +191,11 @@ def file_words(path: str, overlays: dict[Path, bytes | str]) -> frozenset[bytes]
     without parsing it; decoding every word cost more than reading. Raises OSError when it
     cannot be read."""
     content = read_content(Path(path), overlays.get(Path(os.path.abspath(path))))
-    data = content.encode() if isinstance(content, str) else content
+    return code_words(content.encode() if isinstance(content, str) else content)
+
+
+def code_words(data: bytes) -> frozenset[bytes]:
+    """The words of a module's code (comments left out), as bytes."""
     return frozenset(strip_comments_bytes(data).translate(WORDS_ONLY).split())
 
 

@@ -612,3 +612,73 @@ def test_a_package_initialiser_analysed_first_links_no_later_file_to_the_modules
     initialiser, _, model_a = ({Path(path).name for path in outcome.dependencies} for outcome in outcomes)
     assert model_a == {"a.py", "blocks.py"}
     assert initialiser == {"__init__.py"}  # what its own analysis read: nothing it re-exports holds a call of its own
+
+
+def _compiled_model(name: str) -> str:
+    """A block whose region appends to a list: replayed in eager mode (CKP203 warning), refused
+    by compile(fullgraph=True) (error), skipped under the side-effect flag (note)."""
+    return (
+        "import torch\nfrom torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        f"class {name}(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(4, 4)\n"
+        "        self.aux_losses = []\n\n    def inner(self, x):\n        self.aux_losses.append(x.mean())\n        return self.lin(x)\n\n"
+        "    def forward(self, x):\n        return checkpoint(self.inner, x, use_reentrant=False)\n"
+    )
+
+
+def _ckp203_severities(project: Path, *named: str) -> list[tuple[str, str]]:
+    """(path, severity) of each CKP203, after checking that the cache changes nothing."""
+    _same_with_and_without_cache(project, *named)
+    return [(f.path, str(f.severity)) for f in _lint(project, *named, cache=False).findings if f.code == "CKP203"]
+
+
+def test_the_side_effect_flag_set_later_redoes_every_model_that_looked_for_it(project: Path) -> None:
+    """Two compiled models analysed in one state: the second read the flag's search from a memo,
+    which recorded the files it had searched only when it had found a flag. Setting the flag in
+    `config.py` then redid the first model alone: the second kept its error."""
+    (project / "model_a.py").write_text(_compiled_model("NetA"))
+    (project / "model_b.py").write_text(_compiled_model("NetB"))
+    (project / "train.py").write_text(
+        "import config\nfrom model_a import NetA\nfrom model_b import NetB\n\n"
+        "a = NetA()\na.compile(fullgraph=True)\nb = NetB()\nb.compile(fullgraph=True)\n"
+    )
+    (project / "config.py").write_text('FLAG = "skip_fwd_side_effects_in_bwd_under_checkpoint"\n')
+    named = ("model_a.py", "model_b.py", "train.py", "config.py")
+    assert _ckp203_severities(project, *named) == [("model_a.py", "error"), ("model_b.py", "error")]
+    (project / "config.py").write_text("import torch._dynamo\n\ntorch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True\n")
+    assert _ckp203_severities(project, *named) == [("model_a.py", "note"), ("model_b.py", "note")]
+
+
+@pytest.mark.parametrize("where", ["sub/train.py", "train_beside.py"])
+def test_a_context_file_that_comes_to_name_a_model_redoes_it(project: Path, where: str) -> None:
+    """A compile in another directory counts for a model only where that file names the model's
+    module, and the model's analysis recorded the file only then: a `train.py` edited to
+    compile the model left the cached eager verdict (a file beside the model, new, the same)."""
+    (project / "model_c.py").write_text(_compiled_model("NetC"))
+    (project / "sub").mkdir()
+    (project / "sub" / "train.py").write_text("import torch\n\n\ndef other():\n    return 1\n\n\nf = torch.compile(other, fullgraph=True)\n")
+    named = ["model_c.py", "sub/train.py"]
+    assert _ckp203_severities(project, *named) == [("model_c.py", "warning")]
+    (project / where).write_text("import torch\n\nfrom model_c import NetC\n\nnet = NetC()\nnet.compile(fullgraph=True)\n")
+    if where not in named:
+        named.append(where)
+    assert _ckp203_severities(project, *named) == [("model_c.py", "error")]
+
+
+@pytest.mark.parametrize("before", ["x = 1\n", None], ids=["edited", "added"])
+def test_a_file_beside_a_builder_that_comes_to_build_it_redoes_its_users(project: Path, before: str | None) -> None:
+    """A builder's constructor sites are read from the files beside its module that name it
+    (modules_beside.py), and the analysis recorded only those: `pkg/user.py`, edited (or
+    added) to build `Builder(norm_layer=nn.BatchNorm2d)`, left `pkg/model.py`'s cached
+    result without the BatchNorm that a run without the cache reports."""
+    from test_construction import BUILDER, BUILT_MODEL
+
+    package = project / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "builder.py").write_text(BUILDER)
+    (package / "model.py").write_text(BUILT_MODEL.format(arguments=""))
+    if before is not None:
+        (package / "user.py").write_text(before)
+    assert _same_with_and_without_cache(project, "pkg/model.py") == []
+    (package / "user.py").write_text("from torch import nn\n\nfrom pkg.builder import Builder\n\nBLOCK = Builder(norm_layer=nn.BatchNorm2d).block()\n")
+    assert _same_with_and_without_cache(project, "pkg/model.py") == [("pkg/builder.py", "CKP204", 17)]

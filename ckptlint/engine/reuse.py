@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from ckptlint.code_text import code_digest, strip_comments
-from ckptlint.context_prefilter import CONTEXT_WORDS
+from ckptlint.context_prefilter import COMPILE_WORD, CONTEXT_WORDS, FLAG_WORD, OFFLOAD_WORDS, ContextFiles, context_stem
 from ckptlint.engine.cache import Cache, CacheEntry, EntryKind, FrozenNames, Index, ModuleEdges, RuleSet
 from ckptlint.engine.worker import Outcome
 from ckptlint.engine.workspace import Workspace
 from ckptlint.finding import Finding
 from ckptlint.prefilter import Mentions, Names, whole_words
+from ckptlint.project import code_words, import_root
 from ckptlint.source import DecodeError, decode_source
 
 
@@ -62,6 +63,25 @@ class Reuse:
         self._carried_edges: dict[str, ModuleEdges] = {}  # a dependency's edges under its new digest (same code)
         self._renewed: dict[str, dict[str, str]] = {}  # path -> the deps whose digest changed, not their code
         self._changed_modules = self._added_or_removed_modules()
+        self._new_context: list[tuple[str, frozenset[str], frozenset[bytes]]] = []  # see `note_context_files`
+        self._named_beside: list[tuple[str, frozenset[str]]] | None = None  # see `_named_beside_by_changed_files`
+
+    def note_context_files(self, found: ContextFiles) -> None:
+        """This run's context files (context_prefilter.py), before any entry is asked for.
+        An analysis reads a context file outside its module's directory only when the file
+        spells the module's name (analysis/contexts/execution.py), and only then records it as
+        a dependency; a context file that changed or came since the cached run may spell a
+        name it did not. So each such file redoes the entries of the modules beside it and of
+        those it now names, and one that spells the side-effect flag (global configuration)
+        every entry under its import root."""
+        self._analyses.clear()
+        self._new_context = []
+        for path, words in found:
+            if not self._code_changed(path):
+                continue
+            data = self.workspace.data(path)
+            if data is not None:
+                self._new_context.append((path, words, code_words(data)))
 
     # -- what stands ----------------------------------------------------------------
 
@@ -104,6 +124,10 @@ class Reuse:
             return None
         if not entry.rules.covers(self.rule_set) or (self.want_hints and not entry.has_hints):
             return None
+        if self._new_context and self._context_may_reach(path, entry):
+            return None
+        if any(changed not in entry.deps and not named.isdisjoint(entry.deps) for changed, named in self._named_beside_by_changed_files()):
+            return None
         changed = [dep for dep, digest in entry.deps.items() if self.workspace.digest(dep) != digest]
         if not all(dep != path and self._same_code(dep, entry.deps[dep]) for dep in changed):
             return None
@@ -112,6 +136,56 @@ class Reuse:
         if changed:
             self._renewed[path] = {dep: digest for dep in changed if (digest := self.workspace.digest(dep)) is not None}
         return entry
+
+    def _named_beside_by_changed_files(self) -> list[tuple[str, frozenset[str]]]:
+        """(a file changed or added since the cached run, the modules beside it whose names it
+        spells). An analysis reads the modules beside a class's own that name the class and its
+        module (analysis/semantics/modules_beside.py) and records those it read, not those it
+        tested and passed over: a file that changed may name one now. So an entry that depends
+        on a module a changed file beside it names, and not on that file, is redone."""
+        if self._named_beside is None:
+            self._named_beside = []
+            by_directory: dict[str, list[str]] = {}
+            for path in self.files:
+                by_directory.setdefault(os.path.dirname(path), []).append(path)
+            for path in self.files:
+                if not self._code_changed(path):
+                    continue
+                data = self.workspace.data(path)
+                if data is None:
+                    continue
+                spelled = code_words(data)
+                named = frozenset(
+                    other for other in by_directory[os.path.dirname(path)] if other != path and os.path.basename(other)[:-3].encode() in spelled
+                )
+                if named:
+                    self._named_beside.append((path, named))
+        return self._named_beside
+
+    def _code_changed(self, path: str) -> bool:
+        """Whether the file is new since the cached run or its code changed (its words are its
+        code's: a comment edit cannot make it name anything)."""
+        entry = self.index.entries.get(path)
+        if entry is None:
+            return True
+        if entry.digest == self.workspace.digest(path):
+            return False
+        recorded = self._recorded_edges(path, entry.digest)
+        return recorded is None or recorded[3] is None or recorded[3] != self._current_code(path)
+
+    def _context_may_reach(self, path: str, entry: CacheEntry) -> bool:
+        """Whether a context file that changed or came (`note_context_files`) and that the
+        entry's analysis did not record can now say how the file's calls run."""
+        directory = os.path.dirname(path)
+        stem = context_stem(path).encode()
+        for context, words, spelled in self._new_context:
+            if context == path or context in entry.deps:
+                continue  # its own, or recorded: its digest decides
+            if FLAG_WORD in words and import_root(Path(context)) == import_root(Path(path)):
+                return True
+            if words & (OFFLOAD_WORDS | {COMPILE_WORD}) and (os.path.dirname(context) == directory or stem in spelled):
+                return True
+        return False
 
     def _same_code(self, dep: str, digest: str) -> bool:
         """Whether a dependency whose content changed from `digest` kept its code (only

@@ -82,6 +82,7 @@ class Run:
         # which files compile, set Dynamo's flag or install hooks: what each call's context reads
         found, self.compile_calls = context_files(self.files, self.mentions, self.workspace.data, self.workspace.digest, self.reuse.index.compile_calls)
         self.settings = replace(self.settings, context_files=found)
+        self.reuse.note_context_files(found)
         with Workers(self.linter.jobs) as workers:
             while True:  # until no new name turns up
                 words = names.words()

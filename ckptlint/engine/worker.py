@@ -31,7 +31,7 @@ import traceback
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ckptlint.analysis.contexts.verdicts import with_contexts
 from ckptlint.analysis.session import Analyses
@@ -197,10 +197,13 @@ class WorkerState:
     def _note_dependencies(self, outcome: Outcome, loaded: LoadedModule) -> None:
         """The modules the result was computed from, and the import edges of those not reported
         yet (inside the analysis's guard: reading them is reading files too)."""
-        outcome.dependencies = dependencies(self.project, loaded)
         # modules the analysis read beside the file's imports (a class's callers next to it,
-        # files whose compile or hooks cover its calls)
-        outcome.dependencies.update(self.project.take_consulted())
+        # files whose compile or hooks cover its calls), and what their own imports reach: the
+        # analysis reads a consulted module as it reads the file's own (its compile target's classes)
+        consulted = self.project.take_consulted()
+        beside = [module for path in consulted if (module := self.project.loaded_at(path)) is not None]
+        outcome.dependencies = dependencies(self.project, loaded, beside)
+        outcome.dependencies.update(consulted)
         for path in outcome.dependencies:
             module = self.project.loaded_at(path)
             if module is None:
@@ -297,14 +300,15 @@ def check_syntax(path: str, settings: Settings) -> Outcome:
     return outcome
 
 
-def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
-    """Modules reachable from `loaded` through imports, among those loaded, with digests.
-    Names are resolved to files as the analysis resolves them (a namespace package's
-    `pkg.utils` is the file `pkg/utils.py`, whatever name that file has as a root of its own)."""
+def dependencies(project: Project, loaded: LoadedModule, beside: Sequence[LoadedModule] = ()) -> dict[str, str]:
+    """Modules reachable from `loaded` (and from the modules read `beside` it) through imports,
+    among those loaded, with digests. Names are resolved to files as the analysis resolves them
+    (a namespace package's `pkg.utils` is the file `pkg/utils.py`, whatever name that file has
+    as a root of its own)."""
     loaded_paths: list[str] | None = None  # sorted, for the modules below a bound package
-    seen = {loaded.path: loaded}
+    seen = {module.path: module for module in (loaded, *beside)}
     seen_packages: set[str] = set()  # each package's modules are reached once, whoever binds it
-    stack = [loaded]
+    stack = list(seen.values())
     everything = len(project.loaded())
     while stack and len(seen) < everything:  # a package's files usually reach all that is loaded
         module = stack.pop()

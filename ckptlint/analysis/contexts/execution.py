@@ -44,6 +44,7 @@ from ckptlint.context_prefilter import (
     FLAG_WORD,
     OFFLOAD_WORDS,
     ContextFiles,
+    context_stem,
 )
 from ckptlint.project import Project, import_root
 from ckptlint.sac_policy import EVERY_OP, policy_saved_ops
@@ -175,7 +176,8 @@ class ExecutionContexts:
         self.inference = inference
         self.classes: ClassIndex = inference.classes
         self.context_files = context_files  # (absolute path, the context words it mentions)
-        self._by_call: dict[int, ExecutionContext] = {}
+        self._by_call: dict[int, tuple[ExecutionContext, dict[str, str]]] = {}  # the context, the files read for it
+        self._reading: dict[str, str] | None = None  # the files read for the call being worked out
         self._facts: dict[str, _ModuleFacts] = {}  # by module path
         self._words: dict[str, frozenset[bytes]] = {}
         self._flags: dict[Path, list[Evidence]] = {}  # by import root
@@ -183,10 +185,20 @@ class ExecutionContexts:
     # -- the API -------------------------------------------------------------------------
 
     def of(self, call: CheckpointCall) -> ExecutionContext:
+        """Memoised with the files it read, which every analysis that asks records again (the
+        call of one file is asked about by the analyses of others)."""
         found = self._by_call.get(id(call.node))
         if found is None:
-            found = self._by_call[id(call.node)] = self._context(call)
-        return found
+            outer, self._reading = self._reading, {}
+            try:
+                context = self._context(call)
+            finally:
+                read, self._reading = self._reading, outer
+            if outer is not None:
+                outer.update(read)
+            found = self._by_call[id(call.node)] = (context, read)
+        self.project.consult(found[1])
+        return found[0]
 
     # -- one call ------------------------------------------------------------------------
 
@@ -287,9 +299,7 @@ class ExecutionContexts:
             yield self._module_facts(module)
         if not self.context_files:
             return
-        stem = os.path.basename(own)[:-3]
-        if stem == "__init__":
-            stem = os.path.basename(os.path.dirname(own))
+        stem = context_stem(own)
         directory = os.path.dirname(os.path.abspath(own))
         for path, words in self.context_files:
             if os.path.abspath(path) == os.path.abspath(own) or not (words & (OFFLOAD_WORDS | {COMPILE_WORD})):
@@ -316,9 +326,12 @@ class ExecutionContexts:
             loaded = self.project.load(Path(path))
         except OSError:
             return None
-        if loaded.symbols is None or loaded.library:
+        if loaded.library:
             return None
-        self.project.consult({os.fspath(loaded.path): loaded.digest})
+        read = {os.fspath(loaded.path): loaded.digest}  # one that does not parse too: fixing it changes the answer
+        self.project.consult(read)
+        if self._reading is not None:
+            self._reading.update(read)
         return loaded.symbols
 
     def _flag_evidence(self, module: ModuleSymbols) -> list[Evidence]:
@@ -336,8 +349,8 @@ class ExecutionContexts:
                     if flag is not None:
                         found.append(flag)
             found = self._flags[root] = sorted(found)
-        elif found:
-            for path, words in self.context_files:  # what was read is this file's dependency too
+        else:  # what was read is this file's dependency too, flag or none: a file may set it later
+            for path, words in self.context_files:
                 if FLAG_WORD in words and import_root(Path(path)) == root:
                     self._load(path)
         return found

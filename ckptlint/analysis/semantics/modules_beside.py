@@ -11,6 +11,7 @@ so that each analysed file that asks depends on those modules in the cache.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from ckptlint.classes import ClassInfo
 from ckptlint.project import Project
@@ -39,7 +40,9 @@ class ModulesBeside:
         module = info.module
         found = [module]
         consulted: dict[str, str] = {}
-        package = module.package if not module.source.path.endswith("__init__.py") else module.name
+        own_module = self.project.loaded_at(module.source.path)
+        if own_module is not None:  # the engine redoes the entry when a file beside it comes to name it (engine/reuse.py)
+            consulted[os.fspath(own_module.path)] = own_module.digest
         directory = os.path.dirname(module.source.path)
         project = self.project
         # a user imports the class from its module (`from .vae import EncoderTiny`): a file that
@@ -50,12 +53,13 @@ class ModulesBeside:
         for entry, path, words in self._directory_words(directory):
             if name not in words or stem not in words or os.path.abspath(path) == own:
                 continue
-            sibling = project.module_named(f"{package}.{entry[:-3]}" if package else entry[:-3])
-            loaded = project.loaded_at(path)
-            if loaded is not None:  # a file that does not parse is read too: fixing it changes the answer
-                consulted[os.fspath(loaded.path)] = loaded.digest
-            if sibling is not None:
-                found.append(sibling)
+            try:  # by its path: by name, a top-level sibling could be another root's module of that name
+                sibling = project.load(Path(path))
+            except OSError:
+                continue
+            consulted[os.fspath(sibling.path)] = sibling.digest  # one that does not parse too: fixing it changes the answer
+            if sibling.symbols is not None:
+                found.append(sibling.symbols)
         return found, consulted
 
     def _directory_words(self, directory: str) -> Words:

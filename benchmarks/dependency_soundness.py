@@ -1,0 +1,103 @@
+"""Whether the cache's dependency sets hold what each analysis reads, and how coarse they are.
+
+    python benchmarks/dependency_soundness.py PROJECT [--sample N] [--seed S] [--jobs J]
+
+A file's cached result is redone when one of its dependencies changes (engine/worker.py): the
+modules reachable from it through imports, among those its worker had loaded. Memos are
+shared between the files a worker analyses, so that set is an over-approximation that nobody
+traces. This script checks it against the one set that is exact: the modules a worker with
+nothing loaded loads while it analyses the file alone (findings do not depend on what a
+worker analysed before, so what the file's analysis reads is what that fresh worker loads).
+
+1. lints PROJECT cold, as the CLI does (`--jobs`, its own cache directory), which records
+   every analysed file's dependencies;
+2. for `--sample` analysed files chosen at random, analyses each alone in a fresh worker with
+   the run's names and settings, and lists the modules it loaded;
+3. prints, per file and in sum, the modules loaded but not recorded (each one a result the
+   cache could keep after that module changed: must be none) and the recorded count against
+   the loaded count (what an edit of a dependency costs in files redone, and what a dependency
+   set made of reads would save).
+
+PROJECT is a directory under a `pyproject.toml` (its project root), e.g. a copy of
+transformers' package folder with an empty `pyproject.toml` above it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from ckptlint.config import load_config
+from ckptlint.context_prefilter import context_files
+from ckptlint.engine import worker
+from ckptlint.engine.cache import EntryKind
+from ckptlint.engine.linter import Linter
+from ckptlint.engine.run import Run
+from ckptlint.prefilter import Names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("project", type=Path)
+    parser.add_argument("--sample", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), worker.RECURSION_LIMIT))
+    project = args.project.resolve()
+    root = next((d for d in (project, *project.parents) if (d / "pyproject.toml").is_file()), project)
+    files = sorted(os.fspath(p) for p in project.rglob("*.py") if "__pycache__" not in p.parts)
+    cache_dir = Path(tempfile.mkdtemp(prefix="ckptlint-dependency-soundness-"))
+    try:
+        Run(Linter(load_config(None, root), base=root, jobs=args.jobs, cache_dir=cache_dir), files, []).execute()
+        recorded = Run(Linter(load_config(None, root), base=root, jobs=1, cache_dir=cache_dir), files, [])
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    index = recorded.reuse.index
+    names = Names.of(recorded.linter.catalogue)
+    names.update(index.names.thawed())
+    found, _ = context_files(files, recorded.mentions, recorded.workspace.data, recorded.workspace.digest, index.compile_calls)
+    settings = replace(recorded.settings, context_files=found)
+    analysed = sorted(path for path, entry in index.entries.items() if entry.kind == EntryKind.ANALYSED)
+    sample = random.Random(args.seed).sample(analysed, min(args.sample, len(analysed)))
+    unrecorded: dict[str, list[str]] = {}
+    ratios: list[float] = []
+    recorded_counts: list[int] = []
+    loaded_counts: list[int] = []
+    for path in sample:
+        worker.forget()
+        try:
+            worker.run_job(settings, names, recorded.roots, [path], [])
+            state = worker._STATE  # noqa: SLF001 - the fresh state is what is measured
+            assert state is not None
+            loaded = {os.fspath(module.path) for module in state.project.loaded()}
+        finally:
+            worker.forget()
+        deps = set(index.entries[path].deps)
+        missing = sorted(loaded - deps)
+        if missing:
+            unrecorded[path] = missing
+        recorded_counts.append(len(deps))
+        loaded_counts.append(len(loaded))
+        ratios.append(len(deps) / max(1, len(loaded)))
+    for path, missing in unrecorded.items():
+        shown = ", ".join(os.path.relpath(m, root) for m in missing[:5])
+        print(f"UNRECORDED {os.path.relpath(path, root)}: {len(missing)} loaded modules not in its dependencies ({shown})")
+    print(
+        f"{len(sample)} of {len(analysed)} analysed files: {len(unrecorded)} with a module loaded but not recorded; "
+        f"dependencies recorded median {statistics.median(recorded_counts):.0f} (max {max(recorded_counts)}), "
+        f"modules a fresh analysis loads median {statistics.median(loaded_counts):.0f} (max {max(loaded_counts)}), "
+        f"recorded / loaded median {statistics.median(ratios):.1f}x"
+    )
+    return 1 if unrecorded else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
