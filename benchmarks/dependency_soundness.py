@@ -31,7 +31,7 @@ import shutil
 import statistics
 import sys
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ckptlint.config import load_config
@@ -43,20 +43,24 @@ from ckptlint.engine.run import Run
 from ckptlint.prefilter import Names
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("project", type=Path)
-    parser.add_argument("--sample", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args(argv)
+@dataclass
+class Check:
+    analysed: int  # files the cold run analysed
+    unrecorded: dict[str, list[str]]  # sampled file -> modules its fresh analysis loaded that its dependencies lack
+    recorded: list[int]  # per sampled file: dependencies recorded
+    loaded: list[int]  # per sampled file: modules its fresh analysis loaded
+
+
+def check(project: Path, sample: int, seed: int = 0, jobs: int = 2) -> Check:
+    """Lint `project` cold, then analyse `sample` of its analysed files alone (all of them when
+    `sample` is larger) and compare what each loads with what the cache recorded."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), worker.RECURSION_LIMIT))
-    project = args.project.resolve()
+    project = project.resolve()
     root = next((d for d in (project, *project.parents) if (d / "pyproject.toml").is_file()), project)
     files = sorted(os.fspath(p) for p in project.rglob("*.py") if "__pycache__" not in p.parts)
     cache_dir = Path(tempfile.mkdtemp(prefix="ckptlint-dependency-soundness-"))
     try:
-        Run(Linter(load_config(None, root), base=root, jobs=args.jobs, cache_dir=cache_dir), files, []).execute()
+        Run(Linter(load_config(None, root), base=root, jobs=jobs, cache_dir=cache_dir), files, []).execute()
         recorded = Run(Linter(load_config(None, root), base=root, jobs=1, cache_dir=cache_dir), files, [])
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -66,12 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     found, _ = context_files(files, recorded.mentions, recorded.workspace.data, recorded.workspace.digest, index.compile_calls)
     settings = replace(recorded.settings, context_files=found)
     analysed = sorted(path for path, entry in index.entries.items() if entry.kind == EntryKind.ANALYSED)
-    sample = random.Random(args.seed).sample(analysed, min(args.sample, len(analysed)))
-    unrecorded: dict[str, list[str]] = {}
-    ratios: list[float] = []
-    recorded_counts: list[int] = []
-    loaded_counts: list[int] = []
-    for path in sample:
+    chosen = random.Random(seed).sample(analysed, min(sample, len(analysed)))
+    result = Check(len(analysed), {}, [], [])
+    for path in chosen:
         worker.forget()
         try:
             worker.run_job(settings, names, recorded.roots, [path], [])
@@ -83,20 +84,30 @@ def main(argv: list[str] | None = None) -> int:
         deps = set(index.entries[path].deps)
         missing = sorted(loaded - deps)
         if missing:
-            unrecorded[path] = missing
-        recorded_counts.append(len(deps))
-        loaded_counts.append(len(loaded))
-        ratios.append(len(deps) / max(1, len(loaded)))
-    for path, missing in unrecorded.items():
-        shown = ", ".join(os.path.relpath(m, root) for m in missing[:5])
-        print(f"UNRECORDED {os.path.relpath(path, root)}: {len(missing)} loaded modules not in its dependencies ({shown})")
+            result.unrecorded[os.path.relpath(path, root)] = [os.path.relpath(m, root) for m in missing]
+        result.recorded.append(len(deps))
+        result.loaded.append(len(loaded))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("project", type=Path)
+    parser.add_argument("--sample", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    found = check(args.project, args.sample, args.seed, args.jobs)
+    for path, missing in found.unrecorded.items():
+        print(f"UNRECORDED {path}: {len(missing)} loaded modules not in its dependencies ({', '.join(missing[:5])})")
+    ratios = [recorded / max(1, loaded) for recorded, loaded in zip(found.recorded, found.loaded)]
     print(
-        f"{len(sample)} of {len(analysed)} analysed files: {len(unrecorded)} with a module loaded but not recorded; "
-        f"dependencies recorded median {statistics.median(recorded_counts):.0f} (max {max(recorded_counts)}), "
-        f"modules a fresh analysis loads median {statistics.median(loaded_counts):.0f} (max {max(loaded_counts)}), "
+        f"{len(found.recorded)} of {found.analysed} analysed files: {len(found.unrecorded)} with a module loaded but not recorded; "
+        f"dependencies recorded median {statistics.median(found.recorded):.0f} (max {max(found.recorded)}), "
+        f"modules a fresh analysis loads median {statistics.median(found.loaded):.0f} (max {max(found.loaded)}), "
         f"recorded / loaded median {statistics.median(ratios):.1f}x"
     )
-    return 1 if unrecorded else 0
+    return 1 if found.unrecorded else 0
 
 
 if __name__ == "__main__":
