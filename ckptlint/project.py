@@ -199,6 +199,9 @@ def code_words(data: bytes) -> frozenset[bytes]:
     return frozenset(strip_comments_bytes(data).translate(WORDS_ONLY).split())
 
 
+_NOTHING: set[str] = set()
+
+
 class Project:
     """Module lookup by name and by path, with every module parsed at most once."""
 
@@ -232,6 +235,7 @@ class Project:
         self._canonical: dict[str, str] = {}
         self._targets: dict[Path, tuple[Path, ...]] = {}  # a module's file -> the files its imports load
         self._consulted: dict[str, str] = {}  # modules read beside the analysed one (path -> digest)
+        self._beside: dict[Path, set[str]] = {}  # module -> the modules consulted for its code (`consult`)
         for root in roots:
             self.add_root(root)
 
@@ -282,9 +286,23 @@ class Project:
         except OSError:
             return []
 
-    def consult(self, consulted: dict[str, str]) -> None:
-        """Record modules an analysis read beside the analysed one (path -> digest)."""
+    def consult(self, owner: str, consulted: dict[str, str]) -> None:
+        """Record modules an analysis read beside the analysed one (path -> digest), for what
+        `owner`'s code does (a class's users beside its module, the compile that covers a
+        call's module). Kept per state too, as edges from `owner` that the dependencies follow
+        as they follow imports (`read_beside`): an answer memoised in one file's analysis and
+        used in another's is read there too, from any file whose imports reach `owner`."""
         self._consulted.update(consulted)
+        key = self._key(owner)
+        known = self._beside.get(key)
+        if known is None:
+            self._beside[key] = set(consulted)
+        else:
+            known.update(consulted)
+
+    def read_beside(self, path: Path) -> set[str]:
+        """The modules consulted for `path`'s code in this state (`consult`)."""
+        return self._beside.get(path, _NOTHING)
 
     def take_consulted(self) -> dict[str, str]:
         """The modules recorded by `consult` since the last call."""
@@ -356,6 +374,7 @@ class Project:
         for loaded in self._by_path.values():
             _release(loaded)
         self._by_path.clear()
+        self._beside.clear()
         self._forget_names()
 
     def evict(self, keep: set[Path]) -> None:
@@ -366,6 +385,7 @@ class Project:
             if key not in keep:
                 _release(loaded)
                 del self._by_path[key]
+        self._beside.clear()  # recorded again as the analyses that read them run again
         kept = {id(loaded.symbols) for loaded in self._by_path.values()}
         self._split = {name: found for name, found in self._split.items() if found is None or id(found[0]) in kept}
         self._global = {name: found for name, found in self._global.items() if found is None or id(found[0]) in kept}

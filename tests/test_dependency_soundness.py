@@ -11,17 +11,43 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
+from types import ModuleType
 
 from conftest import FIXTURES, REPO
 
 
-def test_no_fixture_analysis_reads_a_module_its_cached_result_does_not_depend_on() -> None:
+def _check() -> ModuleType:
     spec = importlib.util.spec_from_file_location("dependency_soundness", REPO / "benchmarks" / "dependency_soundness.py")
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = script  # dataclasses look their module up while the class is built
     spec.loader.exec_module(script)
-    found = script.check(FIXTURES, sample=10_000, jobs=1)
+    return script
+
+
+def test_no_fixture_analysis_reads_a_module_its_cached_result_does_not_depend_on() -> None:
+    found = _check().check(FIXTURES, sample=10_000, jobs=1)
     assert found.analysed > 350
     assert found.unrecorded == {}
     assert len(found.recorded) == found.analysed
+
+
+def test_what_a_memoised_answer_read_beside_a_module_is_read_by_every_file_that_uses_it(tmp_path: Path) -> None:
+    """Two models build the same builder. The first analysis works out the builder's sites from
+    the files beside it (`user.py`, and each model) and records them; the second took the
+    answer from the type memos and recorded none of them (timm's mobilenetv5 and
+    efficientnet.py). What is read beside a module is now an edge from that module, followed
+    as its imports are."""
+    from test_construction import BUILDER, BUILT_MODEL
+
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "builder.py").write_text(BUILDER)
+    (package / "model_a.py").write_text(BUILT_MODEL.format(arguments=""))
+    (package / "model_b.py").write_text(BUILT_MODEL.format(arguments="").replace("class Net", "class OtherNet"))
+    (package / "user.py").write_text("from torch import nn\n\nfrom pkg.builder import Builder\n\nBLOCK = Builder(norm_layer=nn.LayerNorm).block()\n")
+    found = _check().check(package, sample=100, jobs=1)
+    assert found.analysed == 2 and found.unrecorded == {}

@@ -314,6 +314,7 @@ def dependencies(project: Project, loaded: LoadedModule, beside: Sequence[Loaded
         module = stack.pop()
         named, packages = module_edges(project, module)
         reached = [project.loaded_file(key) for key in project.import_targets(module, named)]
+        reached.extend(project.loaded_at(path) for path in project.read_beside(module.path))  # what its code's analyses read beside it
         for package in packages:
             if package in seen_packages:
                 continue

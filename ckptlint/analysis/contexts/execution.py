@@ -197,7 +197,7 @@ class ExecutionContexts:
             if outer is not None:
                 outer.update(read)
             found = self._by_call[id(call.node)] = (context, read)
-        self.project.consult(found[1])
+        self.project.consult(call.module.source.path, found[1])
         return found[0]
 
     # -- one call ------------------------------------------------------------------------
@@ -328,10 +328,8 @@ class ExecutionContexts:
             return None
         if loaded.library:
             return None
-        read = {os.fspath(loaded.path): loaded.digest}  # one that does not parse too: fixing it changes the answer
-        self.project.consult(read)
-        if self._reading is not None:
-            self._reading.update(read)
+        if self._reading is not None:  # recorded by `of` (one that does not parse too: fixing it changes the answer)
+            self._reading[os.fspath(loaded.path)] = loaded.digest
         return loaded.symbols
 
     def _flag_evidence(self, module: ModuleSymbols) -> list[Evidence]:

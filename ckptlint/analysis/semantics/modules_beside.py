@@ -32,7 +32,7 @@ class ModulesBeside:
         memo = self._found.get(id(info.scope))
         if memo is None:
             memo = self._found[id(info.scope)] = self._read(info)
-        self.project.consult(memo[1])
+        self.project.consult(info.module.source.path, memo[1])
         return memo[0]
 
     def _read(self, info: ClassInfo) -> tuple[list[ModuleSymbols], dict[str, str]]:
