@@ -10,8 +10,9 @@ Findings do not depend on which files shared a state: every memo is a function o
 it read, and a kept module's tree and names are a function of its content.
 
 A file's result depends on the modules its analysis could have read: those reachable from
-it through import statements, among the modules this state loaded (a module the state never
-loaded cannot have influenced anything). A package's `__init__.py` is analysed in a state of
+it through import statements, and through what analyses read beside a module
+(`Project.consult`: the files beside a class's module, a call's context files), among the
+modules this state loaded (a module the state never loaded cannot have influenced anything). A package's `__init__.py` is analysed in a state of
 its own: an initialiser re-exports its package, and once loaded here it would join every later
 file to every module of the package this state holds. An import that binds a project module or package
 reaches every loaded module below it, since attributes reach submodules however they are
