@@ -27,7 +27,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import AbstractSet, Callable, Iterable, Iterator
 
 from ckptlint.code_text import strip_comments_bytes
 from ckptlint.finding import Finding
@@ -199,7 +199,7 @@ def code_words(data: bytes) -> frozenset[bytes]:
     return frozenset(strip_comments_bytes(data).translate(WORDS_ONLY).split())
 
 
-_NOTHING: set[str] = set()
+_NOTHING: frozenset[str] = frozenset()
 
 
 class Project:
@@ -300,7 +300,7 @@ class Project:
         else:
             known.update(consulted)
 
-    def read_beside(self, path: Path) -> set[str]:
+    def read_beside(self, path: Path) -> AbstractSet[str]:
         """The modules consulted for `path`'s code in this state (`consult`)."""
         return self._beside.get(path, _NOTHING)
 

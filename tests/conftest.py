@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -18,6 +20,16 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """`benchmarks/<name>.py` as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
 
 _EXPECT = re.compile(r"expect:\s*((?:CKP\d{3}@\d+[\s,]*)+)")
 _CALL = re.compile(r"call:\s*((?:[\w.]+@\d+[\s,]*)+)")

@@ -223,10 +223,10 @@ def test_a_failure_reading_a_files_dependencies_costs_that_file_only(tmp_path: P
     (tmp_path / "boom.py").write_text(call)
     real = worker.dependencies
 
-    def dependencies(project, loaded, beside=()):  # noqa: ANN001, ANN202
+    def dependencies(project, loaded):  # noqa: ANN001, ANN202
         if loaded.name == "boom":
             raise PermissionError(13, "Permission denied")
-        return real(project, loaded, beside)
+        return real(project, loaded)
 
     monkeypatch.setattr(worker, "dependencies", dependencies)
     result = Linter(Config(root=tmp_path), base=tmp_path, jobs=1).lint_files([tmp_path / "boom.py", tmp_path / "good.py"])

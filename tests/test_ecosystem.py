@@ -3,27 +3,14 @@ cache and one whole run on a tiny wheel made here (the real releases are never d
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import zipfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import load_benchmark
 
-
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ecosystem_script", REPO / "benchmarks" / "ecosystem.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-eco = load_script()
+eco = load_benchmark("ecosystem")
 
 
 def test_diff_is_a_multiset_difference_sorted_by_place() -> None:

@@ -4,15 +4,11 @@ finding lost, changes the record in the same commit, with the figures in docs/ac
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, load_benchmark
 
-_SPEC = importlib.util.spec_from_file_location("shapes_benchmark", REPO / "benchmarks" / "shapes.py")
-assert _SPEC is not None and _SPEC.loader is not None
-shapes = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(shapes)
+shapes = load_benchmark("shapes")
 
 RECORD = REPO / "benchmarks" / "shapes" / "misses.txt"
 

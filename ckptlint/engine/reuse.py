@@ -65,6 +65,7 @@ class Reuse:
         self._changed_modules = self._added_or_removed_modules()
         self._new_context: list[tuple[str, frozenset[str], frozenset[bytes]]] = []  # see `note_context_files`
         self._named_beside: list[tuple[str, frozenset[str]]] | None = None  # see `_named_beside_by_changed_files`
+        self._new_words: dict[str, frozenset[bytes] | None] = {}  # memo of `_new_code_words`
 
     def note_context_files(self, found: ContextFiles) -> None:
         """This run's context files (context_prefilter.py), before any entry is asked for.
@@ -77,11 +78,9 @@ class Reuse:
         self._analyses.clear()
         self._new_context = []
         for path, words in found:
-            if not self._code_changed(path):
-                continue
-            data = self.workspace.data(path)
-            if data is not None:
-                self._new_context.append((path, words, code_words(data)))
+            spelled = self._new_code_words(path)
+            if spelled is not None:
+                self._new_context.append((path, words, spelled))
 
     # -- what stands ----------------------------------------------------------------
 
@@ -149,12 +148,9 @@ class Reuse:
             for path in self.files:
                 by_directory.setdefault(os.path.dirname(path), []).append(path)
             for path in self.files:
-                if not self._code_changed(path):
+                spelled = self._new_code_words(path)
+                if spelled is None:
                     continue
-                data = self.workspace.data(path)
-                if data is None:
-                    continue
-                spelled = code_words(data)
                 named = frozenset(
                     other for other in by_directory[os.path.dirname(path)] if other != path and os.path.basename(other)[:-3].encode() in spelled
                 )
@@ -162,16 +158,19 @@ class Reuse:
                     self._named_beside.append((path, named))
         return self._named_beside
 
-    def _code_changed(self, path: str) -> bool:
-        """Whether the file is new since the cached run or its code changed (its words are its
-        code's: a comment edit cannot make it name anything)."""
-        entry = self.index.entries.get(path)
-        if entry is None:
-            return True
-        if entry.digest == self.workspace.digest(path):
-            return False
-        recorded = self._recorded_edges(path, entry.digest)
-        return recorded is None or recorded[3] is None or recorded[3] != self._current_code(path)
+    def _new_code_words(self, path: str) -> frozenset[bytes] | None:
+        """The words of the file's code if it is new since the cached run or its code changed;
+        None otherwise (a comment edit cannot make it name anything) or when it cannot be read.
+        Memoised: the context files are also among the project's files."""
+        if path not in self._new_words:
+            self._new_words[path] = None
+            entry = self.index.entries.get(path)
+            if entry is None or entry.digest != self.workspace.digest(path):
+                recorded = self._recorded_edges(path, entry.digest) if entry is not None else None
+                if recorded is None or recorded[3] is None or recorded[3] != self._current_code(path):
+                    data = self.workspace.data(path)
+                    self._new_words[path] = code_words(data) if data is not None else None
+        return self._new_words[path]
 
     def _context_may_reach(self, path: str, entry: CacheEntry) -> bool:
         """Whether a context file that changed or came (`note_context_files`) and that the

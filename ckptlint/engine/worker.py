@@ -32,7 +32,7 @@ import traceback
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ckptlint.analysis.contexts.verdicts import with_contexts
 from ckptlint.analysis.session import Analyses
@@ -114,7 +114,6 @@ class WorkerState:
         self.edges: dict[str, ModuleEdges] = {}  # path -> (digest, module names it can reach, code digest), to report
         self.dependents: Counter[str] = Counter()  # path -> files of this state that depended on it
         self.project = self._fresh_project()
-        self._apart = False  # analysing a package initialiser in a state of its own (`_analyse_apart`)
         self._fresh_analysis()
 
     def _fresh_project(self) -> Project:
@@ -146,8 +145,11 @@ class WorkerState:
             self.project.add_root(Path(root))
 
     def analyse(self, path: str) -> Outcome:
-        if os.path.basename(path) == "__init__.py" and not self._apart:
+        if os.path.basename(path) == "__init__.py":
             return self._analyse_apart(path)
+        return self._analyse_here(path)
+
+    def _analyse_here(self, path: str) -> Outcome:
         outcome = Outcome(path)
         try:
             loaded = self.project.load(Path(path), display_path(path, self.base))
@@ -187,24 +189,20 @@ class WorkerState:
             self.project.add_root(root)
         self.dependents = Counter()
         self._fresh_analysis()
-        self._apart = True
         try:
-            return self.analyse(path)
+            return self._analyse_here(path)
         finally:
-            self._apart = False
             self.project.release()
             self.project, self.finder, self.analyses, self.fix_builder, self.dependents = shared
 
     def _note_dependencies(self, outcome: Outcome, loaded: LoadedModule) -> None:
         """The modules the result was computed from, and the import edges of those not reported
         yet (inside the analysis's guard: reading them is reading files too)."""
+        outcome.dependencies = dependencies(self.project, loaded)
         # modules the analysis read beside the file's imports (a class's callers next to it,
-        # files whose compile or hooks cover its calls), and what their own imports reach: the
-        # analysis reads a consulted module as it reads the file's own (its compile target's classes)
-        consulted = self.project.take_consulted()
-        beside = [module for path in consulted if (module := self.project.loaded_at(path)) is not None]
-        outcome.dependencies = dependencies(self.project, loaded, beside)
-        outcome.dependencies.update(consulted)
+        # files whose compile or hooks cover its calls); `dependencies` reaches them, and their
+        # imports, as edges from the module they were read for (`Project.read_beside`)
+        outcome.dependencies.update(self.project.take_consulted())
         for path in outcome.dependencies:
             module = self.project.loaded_at(path)
             if module is None:
@@ -301,15 +299,15 @@ def check_syntax(path: str, settings: Settings) -> Outcome:
     return outcome
 
 
-def dependencies(project: Project, loaded: LoadedModule, beside: Sequence[LoadedModule] = ()) -> dict[str, str]:
-    """Modules reachable from `loaded` (and from the modules read `beside` it) through imports,
-    among those loaded, with digests. Names are resolved to files as the analysis resolves them
-    (a namespace package's `pkg.utils` is the file `pkg/utils.py`, whatever name that file has
-    as a root of its own)."""
+def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
+    """Modules reachable from `loaded` through imports and what was read beside them
+    (`Project.read_beside`), among those loaded, with digests. Names are resolved to files as
+    the analysis resolves them (a namespace package's `pkg.utils` is the file `pkg/utils.py`,
+    whatever name that file has as a root of its own)."""
     loaded_paths: list[str] | None = None  # sorted, for the modules below a bound package
-    seen = {module.path: module for module in (loaded, *beside)}
+    seen = {loaded.path: loaded}
     seen_packages: set[str] = set()  # each package's modules are reached once, whoever binds it
-    stack = list(seen.values())
+    stack = [loaded]
     everything = len(project.loaded())
     while stack and len(seen) < everything:  # a package's files usually reach all that is loaded
         module = stack.pop()

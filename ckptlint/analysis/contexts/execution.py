@@ -177,7 +177,7 @@ class ExecutionContexts:
         self.classes: ClassIndex = inference.classes
         self.context_files = context_files  # (absolute path, the context words it mentions)
         self._by_call: dict[int, tuple[ExecutionContext, dict[str, str]]] = {}  # the context, the files read for it
-        self._reading: dict[str, str] | None = None  # the files read for the call being worked out
+        self._reading: dict[str, str] = {}  # the files read for the call being worked out (`of`)
         self._facts: dict[str, _ModuleFacts] = {}  # by module path
         self._words: dict[str, frozenset[bytes]] = {}
         self._flags: dict[Path, list[Evidence]] = {}  # by import root
@@ -189,14 +189,8 @@ class ExecutionContexts:
         call of one file is asked about by the analyses of others)."""
         found = self._by_call.get(id(call.node))
         if found is None:
-            outer, self._reading = self._reading, {}
-            try:
-                context = self._context(call)
-            finally:
-                read, self._reading = self._reading, outer
-            if outer is not None:
-                outer.update(read)
-            found = self._by_call[id(call.node)] = (context, read)
+            self._reading = {}  # filled by `_load`, which only `_context` reaches
+            found = self._by_call[id(call.node)] = (self._context(call), self._reading)
         self.project.consult(call.module.source.path, found[1])
         return found[0]
 
@@ -328,8 +322,7 @@ class ExecutionContexts:
             return None
         if loaded.library:
             return None
-        if self._reading is not None:  # recorded by `of` (one that does not parse too: fixing it changes the answer)
-            self._reading[os.fspath(loaded.path)] = loaded.digest
+        self._reading[os.fspath(loaded.path)] = loaded.digest  # recorded by `of`; one that does not parse too
         return loaded.symbols
 
     def _flag_evidence(self, module: ModuleSymbols) -> list[Evidence]:
