@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +30,21 @@ RECEIVE = JOBS / "receive.py"
 JOB_TIMEOUT = 300  # seconds: a job that hangs fails the test instead of the suite
 # torch's gloo exit race (pytorch/pytorch#179291): a worker thread freeing a finished all-reduce
 # takes the GIL while the interpreter finalizes, and the rank aborts after its script ended.
-# Seen once in about 140 loaded runs of train.py (which tears down in order); with and without
-# the companion alike, so a job that died of it alone is run again, once.
+# Seen once in about 140 loaded runs of train.py (which tears down in order), once in 30 on two
+# cores kept busy, and twice running in CI; with and without the companion alike (the same
+# tensors outlive the script either way), so a job that died of it alone is run again, up to
+# EXIT_RACE_RUNS times in all.
 EXIT_RACE = "terminate called without an active exception"
+EXIT_RACE_RUNS = 4
 
 
 def torchrun(*arguments: str | Path, cwd: Path = JOBS) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *map(str, arguments)]
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
-    if done.returncode != 0 and EXIT_RACE in done.stderr:
+    for _ in range(EXIT_RACE_RUNS):
         done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+        if done.returncode == 0 or EXIT_RACE not in done.stderr:
+            break
     return done
 
 
@@ -150,6 +155,14 @@ def test_fsdp2_safe_twin_saves_the_collective(tmp_path: Path) -> None:
     assert record["communication"] == {"forward": {"all_reduce": 1}, "recompute": {}}  # the policy saved it
 
 
+def test_a_rank_that_aborts_at_exit_leaves_the_merged_report(tmp_path: Path) -> None:
+    script = JOBS / "abort_at_exit.py"
+    done, report = confirmed_job(tmp_path, script, lint=script)  # rank 0 lints before it merges
+    assert done.returncode != 0 and "exitcode: -6" in done.stderr  # the abort: torchrun stopped the job
+    [record] = report["records"]
+    assert (record["site"]["line"], record["verdict"], record["ranks"]) == (24, "equivalent", {"0": "equivalent", "1": "equivalent"})
+
+
 def test_blocking_receive_is_an_error_not_a_hang(tmp_path: Path) -> None:
     done, report = confirmed_job(tmp_path, RECEIVE, lint=RECEIVE)
     assert done.returncode == 1  # rank 0 reports the error verdict; the job itself ran to its end
@@ -224,7 +237,26 @@ def test_rank_files_of_another_job_are_not_merged(tmp_path: Path, monkeypatch: p
     rank_reports.write_rank_report(launch, report, {"records": []}, [])
     found, missing = rank_reports.collect(launch, report, wait=0.5)
     assert (sorted(found), missing) == ([0], [1])
-    assert rank_reports.merged_report(found, missing, 2)["notes"][-1].startswith("no report from rank(s) 1")
+    assert rank_reports.merged_report(launch, found, missing)["notes"][-1].startswith("no report from rank(s) 1")
+
+
+def test_a_rank_ends_once_this_jobs_merged_report_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job-b")
+    launch = rank_reports.Launch.from_environment()
+    assert launch is not None
+    report = tmp_path / "out.json"
+    report.write_text(json.dumps({"job": launch.job.replace("job-b", "job-a"), "records": []}))  # an earlier job's
+    assert not rank_reports.wait_for_merge(launch, str(report), wait=0.5)
+    merged = rank_reports.merged_report(launch, {0: {"records": []}}, [])
+    writer = threading.Timer(0.3, rank_reports.write_whole, (report, merged))
+    writer.start()
+    try:
+        assert rank_reports.wait_for_merge(launch, str(report), wait=30)
+    finally:
+        writer.join()
+    assert json.loads(report.read_text())["job"] == launch.job
 
 
 def test_outside_a_job_there_is_no_launch(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -170,22 +170,24 @@ def _report(
         text += f"\nnote: {note}"
     print(text, file=sys.stderr)
     if report_file:
-        Path(report_file).write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+        rank_reports.write_whole(Path(report_file), data)
 
 
 def _report_job(
     launch: rank_reports.Launch, report: Report, report_file: str, findings_file: str | None, lint_paths: Sequence[str]
 ) -> list[Record]:
     """Each rank writes its own report; rank 0 merges them, joins the static findings once and
-    prints. Returns the records whose verdicts decide this rank's exit code: the merged ones on
-    rank 0, none elsewhere (torchrun stops the job when one rank fails, and rank 0 may still
-    be merging)."""
+    prints; the others end once it is written (rank_reports.py says why). Returns the records
+    whose verdicts decide this rank's exit code: the merged ones on rank 0, none elsewhere
+    (torchrun stops the job when one rank fails, and rank 0 may still be merging)."""
     written = rank_reports.write_rank_report(launch, report_file, report.to_dict(), report.records)
     if launch.rank != 0:
         print(f"ckptlint confirm: rank {launch.rank} wrote {written}; rank 0 writes the merged report to {report_file}", file=sys.stderr)
+        if not rank_reports.wait_for_merge(launch, report_file):
+            print(f"ckptlint confirm: rank {launch.rank} ends without rank 0's merged report ({rank_reports.MERGE_WAIT:.0f} s)", file=sys.stderr)
         return []
     reports, missing = rank_reports.collect(launch, report_file)
     records = rank_reports.merge(reports)
-    data = {**rank_reports.merged_report(reports, missing, launch.world_size), "records": [r.to_dict() for r in records]}
+    data = {**rank_reports.merged_report(launch, reports, missing), "records": [r.to_dict() for r in records]}
     _report(report, records, data, report_file, findings_file, lint_paths)
     return records

@@ -6,6 +6,10 @@ the user's script may have destroyed its process group by then) and writes `out.
 record per call site with each rank's verdict, the ranks that diverged and every reason with the
 ranks that saw it. Each file carries the job's identity (torchrun's run id and master port), so a
 stale file of an earlier job is never merged.
+
+The other ranks end only once the merged report is written (or after `MERGE_WAIT`): torchrun stops
+every rank when one ends abnormally, and a rank that aborts at its interpreter's exit (torch's
+gloo exit race, pytorch/pytorch#179291) would otherwise take rank 0's merge down with it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ckptlint.runtime.aspects import aspects, summary
 from ckptlint.runtime.report import FAILING, SEVERITY, Record
@@ -66,30 +70,52 @@ def write_rank_report(launch: Launch, report_file: str, data: dict[str, Any], re
         "executed": [sorted(map(list, record.executed)) for record in records],
     }
     path = launch.rank_path(report_file)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
-    partial.replace(path)  # whole or absent: rank 0 never reads half a file
+    write_whole(path, payload)
     return path
+
+
+def write_whole(path: Path, data: dict[str, Any]) -> None:
+    """Whole or absent: a rank polling for the file never reads half of it."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    partial.replace(path)
+
+
+def wait_for_merge(launch: Launch, report_file: str, wait: float = MERGE_WAIT) -> bool:
+    """On the other ranks: whether rank 0 wrote this job's merged report within `wait` seconds."""
+    return _poll(lambda: _of_job(Path(report_file), launch.job) is not None, wait)
+
+
+def _of_job(path: Path, job: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("job") == job else None
+
+
+def _poll(done: Callable[[], bool], wait: float) -> bool:
+    deadline = time.monotonic() + wait
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def collect(launch: Launch, report_file: str, wait: float = MERGE_WAIT) -> tuple[dict[int, dict[str, Any]], list[int]]:
     """On rank 0: every rank's report of this job, and the ranks whose report never came."""
     found: dict[int, dict[str, Any]] = {}
-    deadline = time.monotonic() + wait
-    while True:
-        for rank in range(launch.world_size):
-            if rank in found:
-                continue
-            path = launch.rank_path(report_file, rank)
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if data.get("job") == launch.job:
+
+    def all_found() -> bool:
+        for rank in set(range(launch.world_size)) - set(found):
+            data = _of_job(launch.rank_path(report_file, rank), launch.job)
+            if data is not None:
                 found[rank] = data
-        if len(found) == launch.world_size or time.monotonic() > deadline:
-            return found, [rank for rank in range(launch.world_size) if rank not in found]
-        time.sleep(0.2)
+        return len(found) == launch.world_size
+
+    _poll(all_found, wait)
+    return found, [rank for rank in range(launch.world_size) if rank not in found]
 
 
 def records_of(data: dict[str, Any]) -> list[Record]:
@@ -139,9 +165,9 @@ def _merged(group: list[tuple[int, Record]]) -> Record:
     return merged
 
 
-def merged_report(reports: dict[int, dict[str, Any]], missing: list[int], world_size: int) -> dict[str, Any]:
+def merged_report(launch: Launch, reports: dict[int, dict[str, Any]], missing: list[int]) -> dict[str, Any]:
     """The merged JSON: per-site records with their ranks, and which ranks never reported."""
     notes = sorted({note for data in reports.values() for note in data.get("notes", [])})
     if missing:
         notes.append(f"no report from rank(s) {', '.join(map(str, missing))}: their process ended before writing one")
-    return {"schema_version": 1, "world_size": world_size, "ranks_reported": sorted(reports), "notes": notes}
+    return {"schema_version": 1, "world_size": launch.world_size, "job": launch.job, "ranks_reported": sorted(reports), "notes": notes}
