@@ -286,8 +286,9 @@ class CallFinder:
                     continue
                 for binding in bindings:
                     value = binding.value
-                    if binding.kind == IMPORT and binding.target:
-                        imported = leaf(binding.target)
+                    # the spelling only (`target` notes a read of the import: engine/edges.py)
+                    if binding.kind == IMPORT and binding.spelled_target:
+                        imported = leaf(binding.spelled_target)
                         if imported in names.classes and name != imported:
                             found.classes.add(name)
                         elif imported in names.functions and self._denotes_api(ast.Name(id=name, lineno=binding.line), module, scope):

@@ -147,7 +147,7 @@ class LoadedModule:
     """A module read from disk (or an editor buffer): its symbols, or why it has none.
     `digest` identifies the content that was analysed (for the cache)."""
 
-    __slots__ = ("path", "source", "symbols", "error", "digest", "name", "edges", "library")
+    __slots__ = ("path", "source", "symbols", "error", "digest", "name", "edges", "dependency_edges", "library")
 
     def __init__(
         self,
@@ -165,6 +165,8 @@ class LoadedModule:
         self.digest = digest
         self.name = name  # internal module name
         self.edges: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # what its code can reach (engine/edges.module_edges)
+        # what an analysis of it can have read, as of so many imports read in its functions (engine/edges.dependency_edges)
+        self.dependency_edges: tuple[int, tuple[tuple[str, ...], tuple[str, ...]]] | None = None
         self.library = False  # an installed library's module: read-only context
 
 
@@ -233,7 +235,7 @@ class Project:
         self._split: dict[str, tuple[ModuleSymbols, tuple[str, ...]] | None] = {}
         self._global: dict[str, tuple[ModuleSymbols, Binding] | None] = {}
         self._canonical: dict[str, str] = {}
-        self._targets: dict[Path, tuple[Path, ...]] = {}  # a module's file -> the files its imports load
+        self._targets: dict[Path, tuple[tuple[str, ...], tuple[Path, ...]]] = {}  # a module's file -> (its import names, the files they load)
         self._consulted: dict[str, str] = {}  # modules read beside the analysed one (path -> digest)
         self._beside: dict[Path, set[str]] = {}  # module -> the modules consulted for its code (`consult`)
         for root in roots:
@@ -352,14 +354,15 @@ class Project:
     def loaded_at(self, path: str) -> LoadedModule | None:
         return self._by_path.get(self._key(path))
 
-    def import_targets(self, module: LoadedModule, names: Iterable[str]) -> tuple[Path, ...]:
+    def import_targets(self, module: LoadedModule, names: tuple[str, ...]) -> tuple[Path, ...]:
         """The files that the dotted `names` (what `module` imports) load, as `loaded_file` keys;
-        memoised per module until a root is added: the dependencies of every linted file walk
-        the same modules' imports again."""
-        found = self._targets.get(module.path)
-        if found is None:
-            found = self._targets[module.path] = tuple(self._key(path) for path in map(self.module_path, names) if path is not None)
-        return found
+        memoised per module (and its names: they grow as the module's function imports are
+        read) until a root is added: the dependencies of every linted file walk the same
+        modules' imports again."""
+        memo = self._targets.get(module.path)
+        if memo is None or (memo[0] is not names and memo[0] != names):
+            memo = self._targets[module.path] = (names, tuple(self._key(path) for path in map(self.module_path, names) if path is not None))
+        return memo[1]
 
     def loaded_file(self, key: Path) -> LoadedModule | None:
         """`loaded_at` for a path that `import_targets` gave."""

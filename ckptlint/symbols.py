@@ -93,14 +93,27 @@ class Binding:
     node: ast.AST
     scope: Scope  # the scope whose namespace holds the name
     value: ast.expr | None = None  # right-hand side, iterable, or annotation
-    target: str | None = None  # qualified name, for imports
+    spelled_target: str | None = None  # qualified name, for imports: read it as `target`
     in_handler: bool = False  # bound inside an `except` block (an import fallback)
     written_from: Scope | None = None  # the function that wrote it through `global`/`nonlocal`
     unpack: tuple[int, ...] = ()  # position in a tuple target: `for i, layer in enumerate(...)`
+    # for an import inside a function: the modules its statement names, noted in the module's
+    # `function_imports_read` once the analysis reads the binding's target
+    statement_imports: tuple[str, ...] = ()
+    read_into: set[str] | None = None
 
     @property
     def line(self) -> int:
         return getattr(self.node, "lineno", 0)
+
+    @property
+    def target(self) -> str | None:
+        """The qualified name an import binds. An import inside a function runs only when the
+        function does, so a module's dependencies follow it only once an analysis has read it
+        (engine/edges.py): reading it here is what notes it."""
+        if self.read_into is not None:
+            self.read_into.update(self.statement_imports)
+        return self.spelled_target
 
 
 @dataclass(eq=False)
@@ -166,6 +179,10 @@ class ModuleSymbols:
         # bind `a.b`), whose submodules the code can reach as attributes (`c.d.f()`)
         self.imported: list[str] = []
         self.bound_imports: list[str] = []
+        # of `imported`, those only imports inside functions name; and those of them an
+        # analysis has read so far (Binding.target, engine/edges.py)
+        self.imported_in_functions: set[str] = set()
+        self.function_imports_read: set[str] = set()
         self.checkpoint_names: Names | None = None  # set by CallFinder: the names this module adds (prefilter.Names)
         self.library = False  # an installed library's module (project.py): read, never reported in
         self.source = source
@@ -178,6 +195,12 @@ class ModuleSymbols:
         self.functions: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope]] = []
         self.classes: list[tuple[ast.ClassDef, Scope]] = []
         _ScopeBuilder(self).run()
+
+    def note_import_read(self, name: str) -> None:
+        """An analysis loads a module this one's imports name, without reading a binding
+        (Binding.target notes those): noted when only imports inside functions name it."""
+        if name in self.imported_in_functions:
+            self.function_imports_read.add(name)
 
     # -- lookup ---------------------------------------------------------------
 
@@ -227,8 +250,10 @@ class ModuleSymbols:
         values = {(type(b.value.value), b.value.value) for b in bindings}  # type: ignore[union-attr]  # every value is a Constant (above)
         return bindings[0].value if len(values) == 1 else None  # type: ignore[return-value]  # a Constant (above)
 
-    def qualified_name(self, expr: ast.expr, scope: Scope, _depth: int = 0) -> str | None:
-        """`torch.utils.checkpoint.checkpoint` for any spelling of it, else None."""
+    def qualified_name(self, expr: ast.expr, scope: Scope, _depth: int = 0, noting: bool = True) -> str | None:
+        """`torch.utils.checkpoint.checkpoint` for any spelling of it, else None. Without
+        `noting`, a spelling only: an import inside a function it goes through is not noted as
+        read (Binding.target), for a caller that only compares the name with others."""
         attrs: list[str] = []
         while isinstance(expr, ast.Attribute):
             attrs.append(expr.attr)
@@ -239,7 +264,7 @@ class ModuleSymbols:
         if binding is None:
             base = self.star_target(expr.id) or (f"builtins.{expr.id}" if expr.id in _BUILTINS else None)
         else:
-            base = self.binding_qualified_name(binding, _depth)
+            base = self.binding_qualified_name(binding, _depth, noting)
         if base is None:
             return None
         return ".".join([base, *reversed(attrs)])
@@ -251,15 +276,15 @@ class ModuleSymbols:
                 return f"{module}.{name}"
         return None
 
-    def binding_qualified_name(self, binding: Binding, _depth: int = 0) -> str | None:
+    def binding_qualified_name(self, binding: Binding, _depth: int = 0, noting: bool = True) -> str | None:
         if binding.kind == IMPORT:
-            return binding.target
+            return binding.target if noting else binding.spelled_target
         if binding.kind in (DEF, CLASSDEF):
             return self.defined_name(binding.scope, binding.name)
         if binding.kind == ASSIGN and binding.value is not None and _depth < 8:
             if isinstance(binding.value, (ast.Name, ast.Attribute)):
                 scope = binding.written_from or binding.scope
-                resolved = self.qualified_name(binding.value, scope, _depth + 1)
+                resolved = self.qualified_name(binding.value, scope, _depth + 1, noting)
                 if resolved is not None:
                     return resolved
         if binding.scope.kind == MODULE:
@@ -292,12 +317,24 @@ class ModuleSymbols:
 _Frame = tuple[ast.AST, Scope, bool]  # node, scope it is evaluated in, inside an except block
 
 
+def _inside_function(scope: Scope) -> bool:
+    """Whether code in `scope` runs only when a function is called (not when the module loads)."""
+    current: Scope | None = scope
+    while current is not None:
+        if current.is_function():
+            return True
+        current = current.parent
+    return False
+
+
 class _ScopeBuilder:
     """One iterative walk: create scopes, record bindings, calls and definitions."""
 
     def __init__(self, symbols: ModuleSymbols):
         self.symbols = symbols
         self.stack: list[_Frame] = []
+        self.on_load: set[str] = set()  # modules named by imports that run when the module loads
+        self.in_functions: set[str] = set()  # by imports inside functions
 
     def run(self) -> None:
         module = self.symbols.scope
@@ -305,6 +342,17 @@ class _ScopeBuilder:
         while self.stack:
             node, scope, in_handler = self.stack.pop()
             self.visit(node, scope, in_handler)
+        self.symbols.imported_in_functions = self.in_functions - self.on_load
+
+    def imports(self, scope: Scope, names: list[str]) -> dict[str, Any]:
+        """Note the modules an import statement names (`imported`); the binding fields that make
+        reading an import inside a function note it (Binding.target)."""
+        self.symbols.imported.extend(names)
+        if not _inside_function(scope):
+            self.on_load.update(names)
+            return {}
+        self.in_functions.update(names)
+        return {"statement_imports": tuple(names), "read_into": self.symbols.function_imports_read}
 
     def push_all(self, nodes: Sequence[ast.AST | None], scope: Scope, in_handler: bool) -> None:
         # reversed so that statements are visited in source order
@@ -419,22 +467,24 @@ class _ScopeBuilder:
             return True
         if isinstance(node, ast.Import):
             for alias in node.names:
-                symbols.imported.append(symbols.import_name(alias.name))
+                noted = self.imports(scope, [symbols.import_name(alias.name)])
                 if alias.asname:
                     module_name = symbols.import_name(alias.name)
-                    self.bind(scope, alias.asname, IMPORT, node, in_handler, target=module_name)
+                    self.bind(scope, alias.asname, IMPORT, node, in_handler, spelled_target=module_name, **noted)
                 else:
                     head = alias.name.partition(".")[0]
                     module_name = symbols.import_name(head)
-                    self.bind(scope, head, IMPORT, node, in_handler, target=module_name)
+                    self.bind(scope, head, IMPORT, node, in_handler, spelled_target=module_name, **noted)
                 symbols.bound_imports.append(module_name)
             return True
         if isinstance(node, ast.ImportFrom):
             base = symbols.resolve_relative(node.module, node.level or 0)
             if base and not node.level:
                 base = symbols.import_name(base)
+            named = [base] if base else []
             if base:
-                symbols.imported.append(base)
+                named.extend(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+            noted = self.imports(scope, named)
             for alias in node.names:
                 if alias.name == "*":
                     if base:
@@ -442,9 +492,8 @@ class _ScopeBuilder:
                     continue
                 imported = f"{base}.{alias.name}" if base else None
                 if imported:
-                    symbols.imported.append(imported)
                     symbols.bound_imports.append(imported)
-                self.bind(scope, alias.asname or alias.name, IMPORT, node, in_handler, target=imported)
+                self.bind(scope, alias.asname or alias.name, IMPORT, node, in_handler, spelled_target=imported, **noted)
             return True
         if isinstance(node, ast.Global):
             scope.globals.update(node.names)

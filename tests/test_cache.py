@@ -682,3 +682,60 @@ def test_a_file_beside_a_builder_that_comes_to_build_it_redoes_its_users(project
     assert _same_with_and_without_cache(project, "pkg/model.py") == []
     (package / "user.py").write_text("from torch import nn\n\nfrom pkg.builder import Builder\n\nBLOCK = Builder(norm_layer=nn.BatchNorm2d).block()\n")
     assert _same_with_and_without_cache(project, "pkg/model.py") == [("pkg/builder.py", "CKP204", 17)]
+
+
+HUB = "import random\n\nimport torch.nn as nn\n\n\nclass Norm(nn.Module):\n    def forward(self, x):\n        return x * random.random()\n"
+INTEGRATION = "import torch\n\nSCALE = 2.0\n\n\ndef apply_norm(x):\n    import hub\n\n    return hub.Norm()(x)\n"
+REGION_MODEL = "from torch.utils.checkpoint import checkpoint\n\nimport {imported}\n\n\ndef forward(x):\n    return checkpoint({block}, x, use_reentrant=False)\n"
+
+
+@pytest.fixture
+def function_import(tmp_path: Path) -> Path:
+    """`integration.py` imports `hub.py` inside a function only. `model_b.py`'s region calls
+    that function; `model_a.py`'s reads a constant of integration.py; `model_h.py` imports hub.py."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "hub.py").write_text(HUB)
+    (tmp_path / "integration.py").write_text(INTEGRATION)
+    (tmp_path / "model_a.py").write_text(REGION_MODEL.format(imported="integration", block="lambda x: x * integration.SCALE"))
+    (tmp_path / "model_b.py").write_text(REGION_MODEL.format(imported="integration", block="integration.apply_norm"))
+    (tmp_path / "model_h.py").write_text(REGION_MODEL.format(imported="hub", block="hub.Norm()"))
+    return tmp_path
+
+
+def _dependencies(project: Path, order: list[str]) -> list[set[str]]:
+    """The project files each of `order`'s outcomes depends on, analysed in that order in one worker."""
+    from ckptlint.engine import worker
+    from ckptlint.engine.run import Run
+    from ckptlint.prefilter import Names
+
+    linter = Linter(load_config(None, project), base=project, jobs=1)
+    paths = [str(project / name) for name in order]
+    run = Run(linter, paths, [])
+    worker.forget()
+    try:
+        outcomes, _ = worker.run_job(run.settings, Names.of(linter.catalogue), run.roots, paths, [])
+    finally:
+        worker.forget()
+    return [{Path(path).name for path in outcome.dependencies if Path(path).parent == project} for outcome in outcomes]
+
+
+def test_an_import_inside_a_function_is_a_dependency_once_an_analysis_reads_it(function_import: Path) -> None:
+    """In transformers, `integrations/bitnet.py` imports `modeling_llama.py` inside one function
+    and `configuration_utils.py` reaches bitnet.py: counted as an edge, it made 751 files depend
+    on llama's model file, redone at every edit of it. Such an import runs only when its function
+    does, so it is followed once an analysis in the worker has read it (and then for every later
+    file, whose memos may hold what was read)."""
+    _, model_a, model_b = _dependencies(function_import, ["model_h.py", "model_a.py", "model_b.py"])
+    assert model_a == {"model_a.py", "integration.py"}  # hub.py is loaded, and not read through integration.py
+    assert model_b == {"model_b.py", "integration.py", "hub.py"}  # its region runs apply_norm
+    _, model_b, model_a = _dependencies(function_import, ["model_h.py", "model_b.py", "model_a.py"])
+    assert "hub.py" in model_a  # read before it: what is memoised about integration.py may hold it
+
+
+def test_an_edit_behind_a_function_import_a_region_reads_redoes_the_file(function_import: Path) -> None:
+    cold = _lint(function_import, "model_a.py", "model_b.py")
+    assert _found(cold) == [("hub.py", "CKP201", 8)]
+    (function_import / "hub.py").write_text(HUB.replace("x * random.random()", "x * 2"))
+    warm = _lint(function_import, "model_a.py", "model_b.py")
+    assert _found(warm) == [] == _found(_lint(function_import, "model_a.py", "model_b.py", cache=False))
+    assert warm.analysed >= 1

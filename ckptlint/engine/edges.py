@@ -14,21 +14,50 @@ import ast
 from typing import Callable
 
 from ckptlint.project import LoadedModule, Project
-from ckptlint.symbols import IMPORT, ModuleSymbols
+from ckptlint.symbols import IMPORT, Binding, ModuleSymbols
+
+Edges = tuple[tuple[str, ...], tuple[str, ...]]
 
 
-def module_edges(project: Project, module: LoadedModule) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def module_edges(project: Project, module: LoadedModule) -> Edges:
     """(every module name the module's imports and the attribute chains of the packages they
     bind can load, with their packages; the project packages some use of a bound name can reach
-    whole), memoised on the module."""
-    if module.edges is not None:
-        return module.edges
+    whole), memoised on the module: what a new or removed file may change (the cache's index)."""
+    if module.edges is None:
+        module.edges = _edges(project, module.symbols, every_import=True)
+    return module.edges
+
+
+def dependency_edges(project: Project, module: LoadedModule) -> Edges:
+    """`module_edges` without the imports inside functions that no analysis has read yet
+    (`Binding.target` notes a read): what a memoised answer about the module can have read.
+    An import in a function runs only when the function is analysed (bitnet.py's import of
+    llama inside one function made 763 of transformers' 2,200 files depend on modeling_llama.py,
+    through configuration_utils). Memoised until another import is read."""
     symbols = module.symbols
+    if symbols is None:
+        return (), ()
+    if symbols.imported_in_functions <= symbols.function_imports_read:
+        return module_edges(project, module)  # every import counts
+    version = len(symbols.function_imports_read)
+    if module.dependency_edges is None or module.dependency_edges[0] != version:
+        module.dependency_edges = (version, _edges(project, symbols, every_import=False))
+    return module.dependency_edges[1]
+
+
+def _edges(project: Project, symbols: ModuleSymbols | None, every_import: bool) -> Edges:
     names: set[str] = set()
     packages: set[str] = set()
     if symbols is not None:
-        spelled: list[str] = [*symbols.imported, *symbols.star_imports]
-        for target, chains in package_reach(symbols, lambda name: project.module_directory(name) is not None).items():
+        read = symbols.function_imports_read
+        unread = set() if every_import else symbols.imported_in_functions - read
+
+        def counted(binding: Binding) -> bool:  # an import that runs on load, or one read
+            return every_import or binding.read_into is None or (bool(binding.statement_imports) and binding.statement_imports[0] in read)
+
+        spelled = [name for name in symbols.imported if name not in unread]
+        spelled.extend(symbols.star_imports)
+        for target, chains in package_reach(symbols, lambda name: project.module_directory(name) is not None, counted).items():
             if chains is None:
                 packages.add(target)
             else:
@@ -36,11 +65,12 @@ def module_edges(project: Project, module: LoadedModule) -> tuple[tuple[str, ...
         for name in spelled:
             parts = name.split(".")
             names.update(".".join(parts[:cut]) for cut in range(1, len(parts) + 1))
-    module.edges = (tuple(sorted(names)), tuple(sorted(packages)))
-    return module.edges
+    return tuple(sorted(names)), tuple(sorted(packages))
 
 
-def package_reach(symbols: ModuleSymbols, is_package: Callable[[str], bool]) -> dict[str, set[str] | None]:
+def package_reach(
+    symbols: ModuleSymbols, is_package: Callable[[str], bool], counted: Callable[[Binding], bool] = lambda binding: True
+) -> dict[str, set[str] | None]:
     """Each package an import binds -> the dotted chains the code spells through it
     (`transformers.utils.logging` for `transformers.utils.logging.get_logger`), or None when a
     use is not an attribute chain and may reach any submodule. A bound module or class has no
@@ -49,8 +79,9 @@ def package_reach(symbols: ModuleSymbols, is_package: Callable[[str], bool]) -> 
     for scope in symbols.iter_scopes():
         for name, bindings in scope.bindings.items():
             for binding in bindings:
-                if binding.kind == IMPORT and binding.target and is_package(binding.target):
-                    targets.setdefault(name, set()).add(binding.target)
+                target = binding.spelled_target  # not `target`: reading that notes a read
+                if binding.kind == IMPORT and target and counted(binding) and is_package(target):
+                    targets.setdefault(name, set()).add(target)
     reach: dict[str, set[str] | None] = {target: set() for bound in targets.values() for target in bound}
     if not targets:
         return reach

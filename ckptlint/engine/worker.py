@@ -45,7 +45,7 @@ from ckptlint.config import Config
 from ckptlint.contained_lowering import is_transient
 from ckptlint.context_prefilter import ContextFiles
 from ckptlint.engine.cache import ModuleEdges, RuleSet
-from ckptlint.engine.edges import module_edges
+from ckptlint.engine.edges import dependency_edges, module_edges
 from ckptlint.engine.discovery import ExcludeMatcher
 from ckptlint.finding import Finding
 from ckptlint.prefilter import Names
@@ -311,7 +311,7 @@ def dependencies(project: Project, loaded: LoadedModule) -> dict[str, str]:
     everything = len(project.loaded())
     while stack and len(seen) < everything:  # a package's files usually reach all that is loaded
         module = stack.pop()
-        named, packages = module_edges(project, module)
+        named, packages = dependency_edges(project, module)
         reached = [project.loaded_file(key) for key in project.import_targets(module, named)]
         reached.extend(project.loaded_at(path) for path in project.read_beside(module.path))  # what its code's analyses read beside it
         for package in packages:

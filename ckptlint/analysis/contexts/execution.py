@@ -494,7 +494,7 @@ def _own_nodes(scope: Scope) -> list[ast.AST]:
 def _compile_aliases(module: ModuleSymbols) -> frozenset[str]:
     """Names a module binds to `torch.compile` by import (`from torch import compile as tc`)."""
     return frozenset(
-        name for scope in module.iter_scopes() for name, bindings in scope.bindings.items() for b in bindings if b.kind == IMPORT and b.target == COMPILE
+        name for scope in module.iter_scopes() for name, bindings in scope.bindings.items() for b in bindings if b.kind == IMPORT and b.spelled_target == COMPILE
     )
 
 

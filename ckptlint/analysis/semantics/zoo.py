@@ -122,6 +122,7 @@ class ZooChoices(TypeEvaluator):
         modules = [defining, module]
         for imported in module.imported:
             if self._may_register(imported):
+                module.note_import_read(imported)
                 other = self.project.module_named(imported)
                 if other is not None:
                     modules.append(other)

@@ -435,9 +435,11 @@ class Composition:
         every call of transformers, it cost a third of a cold run)."""
         if last_words is not None and not self._may_end_in(func, scope, last_words):
             return None
-        name = self.module.qualified_name(func, scope)
+        name = self.module.qualified_name(func, scope, noting=last_words is None)
         if name is None or (last_words is not None and name.rsplit(".", 1)[-1] not in last_words):
             return None
+        if last_words is not None:
+            self.module.qualified_name(func, scope)  # the name is read on: note the imports it went through
         return self.finder.project.canonical_name(name)
 
     def _may_end_in(self, func: ast.expr, scope: Scope, last_words: frozenset[str]) -> bool:
