@@ -333,8 +333,14 @@ class FunctionInterpreter(CallDispatch):
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 name = alias.asname or alias.name.partition(".")[0]
-                self.env[name] = Value(frozenset({CONST}), path=name)
+                self.env[name] = Value(frozenset({CONST}), self._imported_types(name, node), path=name)
                 self.imported.add(name)  # `import random` in a function: `random.random()` is still a draw
+
+    def _imported_types(self, name: str, statement: ast.Import | ast.ImportFrom) -> Types:
+        """What an import in the function binds (`from .blocks import helper`: the function,
+        whose body a call then runs), as a module-level import of it would."""
+        bound = next((b for b in self.scope.bindings.get(name, ()) if b.node is statement), None)
+        return self.inference.binding_types(self.module, bound, 1) if bound is not None else frozenset()
 
     def test_truth(self, test: ast.expr) -> bool | None:
         """A test known in this context, or a version test the code's library versions decide."""
