@@ -165,7 +165,7 @@ class LoadedModule:
         self.digest = digest
         self.name = name  # internal module name
         self.edges: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # what its code can reach (engine/edges.module_edges)
-        # what an analysis of it can have read, as of so many imports read in its functions (engine/edges.dependency_edges)
+        # what an analysis of it can have read, as of so many of its imports read (engine/edges.dependency_edges)
         self.dependency_edges: tuple[int, tuple[tuple[str, ...], tuple[str, ...]]] | None = None
         self.library = False  # an installed library's module: read-only context
 

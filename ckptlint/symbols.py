@@ -97,8 +97,8 @@ class Binding:
     in_handler: bool = False  # bound inside an `except` block (an import fallback)
     written_from: Scope | None = None  # the function that wrote it through `global`/`nonlocal`
     unpack: tuple[int, ...] = ()  # position in a tuple target: `for i, layer in enumerate(...)`
-    # for an import inside a function: the modules its statement names, noted in the module's
-    # `function_imports_read` once the analysis reads the binding's target
+    # for an import: the modules its statement names, noted in the module's `imports_read` once
+    # an analysis reads the binding's target
     statement_imports: tuple[str, ...] = ()
     read_into: set[str] | None = None
 
@@ -108,9 +108,9 @@ class Binding:
 
     @property
     def target(self) -> str | None:
-        """The qualified name an import binds. An import inside a function runs only when the
-        function does, so a module's dependencies follow it only once an analysis has read it
-        (engine/edges.py): reading it here is what notes it."""
+        """The qualified name an import binds. An analysis reads what an import loads only
+        through the names it binds, so a module's dependencies follow an import only once an
+        analysis has read one of them (engine/edges.py): reading it here is what notes it."""
         if self.read_into is not None:
             self.read_into.update(self.statement_imports)
         return self.spelled_target
@@ -179,10 +179,10 @@ class ModuleSymbols:
         # bind `a.b`), whose submodules the code can reach as attributes (`c.d.f()`)
         self.imported: list[str] = []
         self.bound_imports: list[str] = []
-        # of `imported`, those only imports inside functions name; and those of them an
-        # analysis has read so far (Binding.target, engine/edges.py)
-        self.imported_in_functions: set[str] = set()
-        self.function_imports_read: set[str] = set()
+        # of `imported`, those only imports that bind names spell (not a star import, read
+        # whole); and those of them an analysis has read so far (Binding.target, engine/edges.py)
+        self.read_when_bound: set[str] = set()
+        self.imports_read: set[str] = set()
         self.checkpoint_names: Names | None = None  # set by CallFinder: the names this module adds (prefilter.Names)
         self.library = False  # an installed library's module (project.py): read, never reported in
         self.source = source
@@ -198,9 +198,9 @@ class ModuleSymbols:
 
     def note_import_read(self, name: str) -> None:
         """An analysis loads a module this one's imports name, without reading a binding
-        (Binding.target notes those): noted when only imports inside functions name it."""
-        if name in self.imported_in_functions:
-            self.function_imports_read.add(name)
+        (Binding.target notes those)."""
+        if name in self.read_when_bound:
+            self.imports_read.add(name)
 
     # -- lookup ---------------------------------------------------------------
 
@@ -317,24 +317,14 @@ class ModuleSymbols:
 _Frame = tuple[ast.AST, Scope, bool]  # node, scope it is evaluated in, inside an except block
 
 
-def _inside_function(scope: Scope) -> bool:
-    """Whether code in `scope` runs only when a function is called (not when the module loads)."""
-    current: Scope | None = scope
-    while current is not None:
-        if current.is_function():
-            return True
-        current = current.parent
-    return False
-
-
 class _ScopeBuilder:
     """One iterative walk: create scopes, record bindings, calls and definitions."""
 
     def __init__(self, symbols: ModuleSymbols):
         self.symbols = symbols
         self.stack: list[_Frame] = []
-        self.on_load: set[str] = set()  # modules named by imports that run when the module loads
-        self.in_functions: set[str] = set()  # by imports inside functions
+        self.star: set[str] = set()  # modules star imports name
+        self.binding: set[str] = set()  # modules imports that bind names name
 
     def run(self) -> None:
         module = self.symbols.scope
@@ -342,17 +332,18 @@ class _ScopeBuilder:
         while self.stack:
             node, scope, in_handler = self.stack.pop()
             self.visit(node, scope, in_handler)
-        self.symbols.imported_in_functions = self.in_functions - self.on_load
+        self.symbols.read_when_bound = self.binding - self.star
 
-    def imports(self, scope: Scope, names: list[str]) -> dict[str, Any]:
+    def imports(self, names: list[str], star: bool = False) -> dict[str, Any]:
         """Note the modules an import statement names (`imported`); the binding fields that make
-        reading an import inside a function note it (Binding.target)."""
+        reading a name it binds note it (Binding.target). A star import binds no name of its
+        own: what it brings is read whole (`star_target`), always a dependency."""
         self.symbols.imported.extend(names)
-        if not _inside_function(scope):
-            self.on_load.update(names)
+        if star:
+            self.star.update(names)
             return {}
-        self.in_functions.update(names)
-        return {"statement_imports": tuple(names), "read_into": self.symbols.function_imports_read}
+        self.binding.update(names)
+        return {"statement_imports": tuple(names), "read_into": self.symbols.imports_read}
 
     def push_all(self, nodes: Sequence[ast.AST | None], scope: Scope, in_handler: bool) -> None:
         # reversed so that statements are visited in source order
@@ -467,7 +458,7 @@ class _ScopeBuilder:
             return True
         if isinstance(node, ast.Import):
             for alias in node.names:
-                noted = self.imports(scope, [symbols.import_name(alias.name)])
+                noted = self.imports([symbols.import_name(alias.name)])
                 if alias.asname:
                     module_name = symbols.import_name(alias.name)
                     self.bind(scope, alias.asname, IMPORT, node, in_handler, spelled_target=module_name, **noted)
@@ -484,7 +475,7 @@ class _ScopeBuilder:
             named = [base] if base else []
             if base:
                 named.extend(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
-            noted = self.imports(scope, named)
+            noted = self.imports(named, star=any(alias.name == "*" for alias in node.names))
             for alias in node.names:
                 if alias.name == "*":
                     if base:

@@ -685,17 +685,21 @@ def test_a_file_beside_a_builder_that_comes_to_build_it_redoes_its_users(project
 
 
 HUB = "import random\n\nimport torch.nn as nn\n\n\nclass Norm(nn.Module):\n    def forward(self, x):\n        return x * random.random()\n"
-INTEGRATION = "import torch\n\nSCALE = 2.0\n\n\ndef apply_norm(x):\n    import hub\n\n    return hub.Norm()(x)\n"
+# `integration.py` reaches hub.py only in `apply_norm`: through an import there, or at the top
+INTEGRATIONS = {
+    "inside a function": "import torch\n\nSCALE = 2.0\n\n\ndef apply_norm(x):\n    import hub\n\n    return hub.Norm()(x)\n",
+    "at module level": "import torch\n\nfrom hub import Norm\n\nSCALE = 2.0\n\n\ndef apply_norm(x):\n    return Norm()(x)\n",
+}
 REGION_MODEL = "from torch.utils.checkpoint import checkpoint\n\nimport {imported}\n\n\ndef forward(x):\n    return checkpoint({block}, x, use_reentrant=False)\n"
 
 
-@pytest.fixture
-def function_import(tmp_path: Path) -> Path:
-    """`integration.py` imports `hub.py` inside a function only. `model_b.py`'s region calls
-    that function; `model_a.py`'s reads a constant of integration.py; `model_h.py` imports hub.py."""
+@pytest.fixture(params=sorted(INTEGRATIONS))
+def integration(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """`integration.py` imports `hub.py` and uses it in one function only. `model_b.py`'s region
+    calls that function; `model_a.py`'s reads a constant of integration.py; `model_h.py` imports hub.py."""
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "hub.py").write_text(HUB)
-    (tmp_path / "integration.py").write_text(INTEGRATION)
+    (tmp_path / "integration.py").write_text(INTEGRATIONS[request.param])
     (tmp_path / "model_a.py").write_text(REGION_MODEL.format(imported="integration", block="lambda x: x * integration.SCALE"))
     (tmp_path / "model_b.py").write_text(REGION_MODEL.format(imported="integration", block="integration.apply_norm"))
     (tmp_path / "model_h.py").write_text(REGION_MODEL.format(imported="hub", block="hub.Norm()"))
@@ -719,23 +723,37 @@ def _dependencies(project: Path, order: list[str]) -> list[set[str]]:
     return [{Path(path).name for path in outcome.dependencies if Path(path).parent == project} for outcome in outcomes]
 
 
-def test_an_import_inside_a_function_is_a_dependency_once_an_analysis_reads_it(function_import: Path) -> None:
+def test_an_import_is_a_dependency_once_an_analysis_reads_a_name_it_binds(integration: Path) -> None:
     """In transformers, `integrations/bitnet.py` imports `modeling_llama.py` inside one function
     and `configuration_utils.py` reaches bitnet.py: counted as an edge, it made 751 files depend
-    on llama's model file, redone at every edit of it. Such an import runs only when its function
-    does, so it is followed once an analysis in the worker has read it (and then for every later
-    file, whose memos may hold what was read)."""
-    _, model_a, model_b = _dependencies(function_import, ["model_h.py", "model_a.py", "model_b.py"])
+    on llama's model file, redone at every edit of it; imports at the top that no analysis reads
+    through made a model file depend on 60 modules where a fresh analysis of it reads one. An
+    analysis reaches what an import loads only through the names it binds, so an import is
+    followed once an analysis in the worker has read one (and then for every later file, whose
+    memos may hold what was read)."""
+    _, model_a, model_b = _dependencies(integration, ["model_h.py", "model_a.py", "model_b.py"])
     assert model_a == {"model_a.py", "integration.py"}  # hub.py is loaded, and not read through integration.py
     assert model_b == {"model_b.py", "integration.py", "hub.py"}  # its region runs apply_norm
-    _, model_b, model_a = _dependencies(function_import, ["model_h.py", "model_b.py", "model_a.py"])
+    _, model_b, model_a = _dependencies(integration, ["model_h.py", "model_b.py", "model_a.py"])
     assert "hub.py" in model_a  # read before it: what is memoised about integration.py may hold it
 
 
-def test_an_edit_behind_a_function_import_a_region_reads_redoes_the_file(function_import: Path) -> None:
-    cold = _lint(function_import, "model_a.py", "model_b.py")
+def test_an_edit_behind_an_import_a_region_reads_through_redoes_the_file(integration: Path) -> None:
+    cold = _lint(integration, "model_a.py", "model_b.py")
     assert _found(cold) == [("hub.py", "CKP201", 8)]
-    (function_import / "hub.py").write_text(HUB.replace("x * random.random()", "x * 2"))
-    warm = _lint(function_import, "model_a.py", "model_b.py")
-    assert _found(warm) == [] == _found(_lint(function_import, "model_a.py", "model_b.py", cache=False))
+    (integration / "hub.py").write_text(HUB.replace("x * random.random()", "x * 2"))
+    warm = _lint(integration, "model_a.py", "model_b.py")
+    assert _found(warm) == [] == _found(_lint(integration, "model_a.py", "model_b.py", cache=False))
     assert warm.analysed >= 1
+
+
+def test_a_star_import_is_read_whole(tmp_path: Path) -> None:
+    """`from hub import *` binds no name of its own: the names it brings are looked up in hub.py
+    (`star_target`) whatever is read, so it stays a dependency."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "hub.py").write_text(HUB)
+    (tmp_path / "integration.py").write_text("from hub import *\n\nSCALE = 2.0\n")
+    (tmp_path / "model_h.py").write_text(REGION_MODEL.format(imported="hub", block="hub.Norm()"))
+    (tmp_path / "model_a.py").write_text(REGION_MODEL.format(imported="integration", block="integration.Norm()"))
+    _, model_a = _dependencies(tmp_path, ["model_h.py", "model_a.py"])
+    assert model_a == {"model_a.py", "integration.py", "hub.py"}
