@@ -235,6 +235,10 @@ class Project:
         self._split: dict[str, tuple[ModuleSymbols, tuple[str, ...]] | None] = {}
         self._global: dict[str, tuple[ModuleSymbols, Binding] | None] = {}
         self._canonical: dict[str, str] = {}
+        # the modules (ids) each canonical name was read through; None: through a star import
+        # too. An eviction drops the answers read through a released module: a memo hit reads
+        # no binding, and the reloaded module's imports would not count as read (edges.py)
+        self._canonical_via: dict[str, tuple[int, ...] | None] = {}
         self._targets: dict[Path, tuple[tuple[str, ...], tuple[Path, ...]]] = {}  # a module's file -> (its import names, the files they load)
         self._consulted: dict[str, str] = {}  # modules read beside the analysed one (path -> digest)
         self._beside: dict[Path, set[str]] = {}  # module -> the modules consulted for its code (`consult`)
@@ -267,6 +271,7 @@ class Project:
         self._split.clear()
         self._global.clear()
         self._canonical.clear()
+        self._canonical_via.clear()
         self._targets.clear()
 
     # -- reading beside the analysed file ----------------------------------------
@@ -384,13 +389,19 @@ class Project:
         """Release every loaded module but those at `keep`. What names resolve to stays
         memoised (it depends on the roots and the files' contents, not on what is loaded),
         except answers that hold a released module."""
+        released: set[int] = set()
         for key, loaded in list(self._by_path.items()):
             if key not in keep:
+                released.add(id(loaded.symbols))
                 _release(loaded)
                 del self._by_path[key]
         self._beside.clear()  # recorded again as the analyses that read them run again
         kept = {id(loaded.symbols) for loaded in self._by_path.values()}
         self._split = {name: found for name, found in self._split.items() if found is None or id(found[0]) in kept}
+        for name, via in list(self._canonical_via.items()):
+            if via is None or not released.isdisjoint(via):
+                del self._canonical[name], self._canonical_via[name]
+                self._global.pop(name, None)
         self._global = {name: found for name, found in self._global.items() if found is None or id(found[0]) in kept}
 
     def module_path(self, name: str) -> Path | None:
@@ -627,33 +638,38 @@ class Project:
         """Follow re-exports and aliases in project and library modules to the name's definition."""
         found = self._canonical.get(qualified_name)
         if found is None:
-            found = self._canonical[qualified_name] = self._canonical_name(qualified_name)
+            via: list[int] | None = []
+            found, via = self._canonical_name(qualified_name, via)
+            self._canonical[qualified_name] = found
+            self._canonical_via[qualified_name] = None if via is None else tuple(via)
         return found
 
-    def _canonical_name(self, qualified_name: str) -> str:
+    def _canonical_name(self, qualified_name: str, via: list[int] | None) -> tuple[str, list[int] | None]:
         seen: set[str] = set()
         name = qualified_name
         while name not in seen:
             seen.add(name)
             found = self.split_module(name)
             if found is None:
-                return name
+                return name, via
             module, rest = found
+            if via is not None:
+                via.append(id(module))
             binding = module.binding(module.scope, rest[0])
             if binding is None:  # `from .core import *` in a package's __init__ re-exports it
                 star = module.star_target(rest[0])
                 if star is None:
-                    return name
-                name = ".".join([star, *rest[1:]])
+                    return name, via
+                name, via = ".".join([star, *rest[1:]]), None  # read through the modules it star-imports
                 continue
             if binding.kind in (DEF, CLASSDEF):
-                return name
+                return name, via
             resolved = module.binding_qualified_name(binding)
             own = f"{module.name}.{rest[0]}"
             if resolved is None or resolved.startswith(f"{own}."):
-                return name  # `model = model.module` rebinds the name to a part of itself: no alias to follow
+                return name, via  # `model = model.module` rebinds the name to a part of itself: no alias to follow
             name = ".".join([resolved, *rest[1:]])
-        return name
+        return name, via
 
 
 def _release(loaded: LoadedModule) -> None:

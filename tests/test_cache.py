@@ -757,3 +757,23 @@ def test_a_star_import_is_read_whole(tmp_path: Path) -> None:
     (tmp_path / "model_a.py").write_text(REGION_MODEL.format(imported="integration", block="integration.Norm()"))
     _, model_a = _dependencies(tmp_path, ["model_h.py", "model_a.py"])
     assert model_a == {"model_a.py", "integration.py", "hub.py"}
+
+
+def test_a_name_resolved_through_an_evicted_module_is_read_again(tmp_path: Path) -> None:
+    """A worker drops most loaded modules every few hundred (`shrink`). What a dotted name
+    resolves to was memoised across that, so a re-export (`from hub import Norm` in
+    integration.py) answered from the memo read no binding of the reloaded module, whose import
+    of hub.py then did not count as read: a file resolving `integration.Norm` after the drop
+    would not depend on hub.py. Answers read through a released module are dropped with it."""
+    from ckptlint.project import Project
+
+    (tmp_path / "hub.py").write_text(HUB)
+    (tmp_path / "integration.py").write_text(INTEGRATIONS["at module level"])
+    project = Project([tmp_path])
+    assert project.canonical_name("integration.Norm") == "hub.Norm"
+    project.evict({tmp_path / "hub.py"})  # integration.py is released
+    assert project.loaded_at(str(tmp_path / "integration.py")) is None
+    assert project.canonical_name("integration.Norm") == "hub.Norm"
+    reloaded = project.loaded_at(str(tmp_path / "integration.py"))
+    assert reloaded is not None and reloaded.symbols is not None
+    assert "hub.Norm" in reloaded.symbols.imports_read  # the import counts as read in the module now loaded
