@@ -361,8 +361,8 @@ class Project:
 
     def import_targets(self, module: LoadedModule, names: tuple[str, ...]) -> tuple[Path, ...]:
         """The files that the dotted `names` (what `module` imports) load, as `loaded_file` keys;
-        memoised per module (and its names: they grow as the module's function imports are
-        read) until a root is added: the dependencies of every linted file walk the same
+        memoised per module (and its names: they grow as the module's imports are read)
+        until a root is added: the dependencies of every linted file walk the same
         modules' imports again."""
         memo = self._targets.get(module.path)
         if memo is None or (memo[0] is not names and memo[0] != names):

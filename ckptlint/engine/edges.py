@@ -53,8 +53,8 @@ def _edges(project: Project, symbols: ModuleSymbols | None, every_import: bool) 
         read = symbols.imports_read
         unread = set() if every_import else symbols.read_when_bound - read
 
-        def counted(binding: Binding) -> bool:  # an import read
-            return every_import or binding.read_into is None or (bool(binding.statement_imports) and binding.statement_imports[0] in read)
+        def counted(binding: Binding) -> bool:  # an import some analysis read a name of
+            return every_import or (bool(binding.statement_imports) and binding.statement_imports[0] in read)
 
         spelled = [name for name in symbols.imported if name not in unread]
         spelled.extend(symbols.star_imports)
