@@ -777,3 +777,70 @@ def test_a_name_resolved_through_an_evicted_module_is_read_again(tmp_path: Path)
     reloaded = project.loaded_at(str(tmp_path / "integration.py"))
     assert reloaded is not None and reloaded.symbols is not None
     assert "hub.Norm" in reloaded.symbols.imports_read  # the import counts as read in the module now loaded
+
+
+REGISTRY = '''\
+class Registry:
+    def __init__(self, name):
+        self._classes = {}
+
+    def register_module(self, name=None):
+        def add(cls):
+            self._classes[name or cls.__name__] = cls
+            return cls
+
+        return add
+
+    def build(self, cfg):
+        options = dict(cfg)
+        return self._classes[options.pop("type")](**options)
+
+
+BLOCKS = Registry("blocks")
+'''
+REGISTERED = '''\
+from torch import nn
+
+from registry import BLOCKS
+
+
+@BLOCKS.register_module()
+class Block(nn.Module):
+    def __init__(self, width=8):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(width)
+
+    def forward(self, x):
+        return self.norm(x)
+'''
+BUILDING = '''\
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+import blocks  # registers Block
+from registry import BLOCKS
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = BLOCKS.build(dict(type="Block"))
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=False)
+'''
+
+
+def test_a_module_read_for_its_registrations_is_a_dependency(tmp_path: Path) -> None:
+    """`import blocks` binds a name the model never reads: the registry's build reads the
+    registrations of the modules the model imports (zoo.py), which is a read of blocks.py all
+    the same, so an edit of its block redoes the model."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "registry.py").write_text(REGISTRY)
+    (tmp_path / "blocks.py").write_text(REGISTERED)
+    (tmp_path / "model.py").write_text(BUILDING)
+    [model] = _dependencies(tmp_path, ["model.py"])
+    assert model == {"model.py", "registry.py", "blocks.py"}
+    assert _found(_lint(tmp_path, "model.py", "blocks.py")) == [("blocks.py", "CKP204", 13)]
+    (tmp_path / "blocks.py").write_text(REGISTERED.replace("BatchNorm1d", "LayerNorm"))
+    assert _found(_lint(tmp_path, "model.py", "blocks.py")) == [] == _found(_lint(tmp_path, "model.py", "blocks.py", cache=False))
