@@ -365,7 +365,7 @@ class Project:
         until a root is added: the dependencies of every linted file walk the same
         modules' imports again."""
         memo = self._targets.get(module.path)
-        if memo is None or (memo[0] is not names and memo[0] != names):
+        if memo is None or memo[0] != names:
             memo = self._targets[module.path] = (names, tuple(self._key(path) for path in map(self.module_path, names) if path is not None))
         return memo[1]
 

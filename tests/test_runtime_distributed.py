@@ -224,12 +224,18 @@ def test_merge_gives_each_site_every_rank_verdict_and_the_ranks_behind_each_reas
     assert not second.summary.endswith("of 2)")  # every rank diverged
 
 
-def test_rank_files_of_another_job_are_not_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RANK", "0")
+def _launch(monkeypatch: pytest.MonkeyPatch, rank: int, job: str) -> rank_reports.Launch:
+    """This process as rank `rank` of a two-rank torchrun job with run id `job`."""
+    monkeypatch.setenv("RANK", str(rank))
     monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job-b")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", job)
     launch = rank_reports.Launch.from_environment()
     assert launch is not None
+    return launch
+
+
+def test_rank_files_of_another_job_are_not_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    launch = _launch(monkeypatch, rank=0, job="job-b")
     report = str(tmp_path / "out.json")
     assert launch.rank_path(report, 1) == tmp_path / "out.rank1.json"
     stale = {"records": [], "job": launch.job.replace("job-b", "job-a")}
@@ -241,11 +247,7 @@ def test_rank_files_of_another_job_are_not_merged(tmp_path: Path, monkeypatch: p
 
 
 def test_a_rank_ends_once_this_jobs_merged_report_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RANK", "1")
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job-b")
-    launch = rank_reports.Launch.from_environment()
-    assert launch is not None
+    launch = _launch(monkeypatch, rank=1, job="job-b")
     report = tmp_path / "out.json"
     report.write_text(json.dumps({"job": launch.job.replace("job-b", "job-a"), "records": []}))  # an earlier job's
     assert not rank_reports.wait_for_merge(launch, str(report), wait=0.5)
