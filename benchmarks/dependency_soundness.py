@@ -37,7 +37,8 @@ from pathlib import Path
 from ckptlint.config import load_config
 from ckptlint.context_prefilter import context_files
 from ckptlint.engine import worker
-from ckptlint.engine.cache import EntryKind
+from ckptlint.engine.worker import Settings
+from ckptlint.engine.cache import EntryKind, Index
 from ckptlint.engine.linter import Linter
 from ckptlint.engine.run import Run
 from ckptlint.prefilter import Names
@@ -51,36 +52,57 @@ class Check:
     loaded: list[int]  # per sampled file: modules its fresh analysis loaded
 
 
+@dataclass
+class ColdRun:
+    """A project linted cold as the CLI does, and what analysing one of its files alone needs:
+    the run's names and settings (the files that compile or hook, found as the run found them)."""
+
+    root: Path
+    index: Index
+    settings: Settings
+    names: Names
+    roots: list[str]
+
+    @classmethod
+    def of(cls, project: Path, jobs: int) -> ColdRun:
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), worker.RECURSION_LIMIT))
+        project = project.resolve()
+        root = next((d for d in (project, *project.parents) if (d / "pyproject.toml").is_file()), project)
+        files = sorted(os.fspath(p) for p in project.rglob("*.py") if "__pycache__" not in p.parts)
+        cache_dir = Path(tempfile.mkdtemp(prefix="ckptlint-dependency-soundness-"))
+        try:
+            Run(Linter(load_config(None, root), base=root, jobs=jobs, cache_dir=cache_dir), files, []).execute()
+            recorded = Run(Linter(load_config(None, root), base=root, jobs=1, cache_dir=cache_dir), files, [])
+        finally:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+        index = recorded.reuse.index
+        names = Names.of(recorded.linter.catalogue)
+        names.update(index.names.thawed())
+        found, _ = context_files(files, recorded.mentions, recorded.workspace.data, recorded.workspace.digest, index.compile_calls)
+        return cls(root, index, replace(recorded.settings, context_files=found), names, recorded.roots)
+
+    def analyse_alone(self, path: str) -> set[str]:
+        """Analyse `path` in a worker with nothing loaded: the modules it loaded."""
+        worker.forget()
+        try:
+            worker.run_job(self.settings, self.names, self.roots, [path], [])
+            state = worker._STATE  # noqa: SLF001 - the fresh state is what is measured
+            assert state is not None
+            return {os.fspath(module.path) for module in state.project.loaded()}
+        finally:
+            worker.forget()
+
+
 def check(project: Path, sample: int, seed: int = 0, jobs: int = 2) -> Check:
     """Lint `project` cold, then analyse `sample` of its analysed files alone (all of them when
     `sample` is larger) and compare what each loads with what the cache recorded."""
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), worker.RECURSION_LIMIT))
-    project = project.resolve()
-    root = next((d for d in (project, *project.parents) if (d / "pyproject.toml").is_file()), project)
-    files = sorted(os.fspath(p) for p in project.rglob("*.py") if "__pycache__" not in p.parts)
-    cache_dir = Path(tempfile.mkdtemp(prefix="ckptlint-dependency-soundness-"))
-    try:
-        Run(Linter(load_config(None, root), base=root, jobs=jobs, cache_dir=cache_dir), files, []).execute()
-        recorded = Run(Linter(load_config(None, root), base=root, jobs=1, cache_dir=cache_dir), files, [])
-    finally:
-        shutil.rmtree(cache_dir, ignore_errors=True)
-    index = recorded.reuse.index
-    names = Names.of(recorded.linter.catalogue)
-    names.update(index.names.thawed())
-    found, _ = context_files(files, recorded.mentions, recorded.workspace.data, recorded.workspace.digest, index.compile_calls)
-    settings = replace(recorded.settings, context_files=found)
+    cold = ColdRun.of(project, jobs)
+    index, root = cold.index, cold.root
     analysed = sorted(path for path, entry in index.entries.items() if entry.kind == EntryKind.ANALYSED)
     chosen = random.Random(seed).sample(analysed, min(sample, len(analysed)))
     result = Check(len(analysed), {}, [], [])
     for path in chosen:
-        worker.forget()
-        try:
-            worker.run_job(settings, names, recorded.roots, [path], [])
-            state = worker._STATE  # noqa: SLF001 - the fresh state is what is measured
-            assert state is not None
-            loaded = {os.fspath(module.path) for module in state.project.loaded()}
-        finally:
-            worker.forget()
+        loaded = cold.analyse_alone(path)
         deps = set(index.entries[path].deps)
         missing = sorted(loaded - deps)
         if missing:

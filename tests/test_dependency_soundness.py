@@ -40,3 +40,29 @@ def test_what_a_memoised_answer_read_beside_a_module_is_read_by_every_file_that_
     (package / "user.py").write_text("from torch import nn\n\nfrom pkg.builder import Builder\n\nBLOCK = Builder(norm_layer=nn.LayerNorm).block()\n")
     found = load_benchmark("dependency_soundness").check(package, sample=100, jobs=1)
     assert found.analysed == 2 and found.unrecorded == {}
+
+
+def test_definition_reads_tells_a_name_read_from_a_module_walked_whole(tmp_path: Path) -> None:
+    """benchmarks/definition_reads.py, which sizes a dependency keyed by definitions: a model
+    whose region runs a helper of `ops.py` reads the helper by name and the other function not
+    at all; the block's module, whose classes' attributes the mutability analysis gathers from
+    every statement of it, is walked whole. Each count is one the benchmark prints."""
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "ops.py").write_text("import random\n\n\ndef jitter(x):\n    return x * random.random()\n\n\ndef unused(x):\n    return x\n")
+    (package / "model.py").write_text(
+        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.ops import jitter\n\n\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
+        "    def block(self, x):\n        return jitter(self.fc(x))\n\n"
+        "    def forward(self, x):\n        return checkpoint(self.block, x, use_reentrant=False)\n"
+    )
+    benchmark = load_benchmark("definition_reads")
+    ops = benchmark.measure(package, [package / "ops.py"], sample=10, jobs=1)
+    (found,) = ops
+    (reads,) = found.measured.values()
+    assert found.dependents == 1
+    assert "jitter" in reads.names and "unused" not in reads.names
+    lines = benchmark.report(found, package)
+    assert lines[0].startswith("ops.py: 1 dependents, 1 analysed alone; 1 read it")

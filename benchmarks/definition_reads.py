@@ -1,0 +1,235 @@
+"""What an analysis reads of a module it depends on: definitions by name, or the module whole.
+
+    python benchmarks/definition_reads.py PROJECT MODULE [MODULE ...] [--sample N] [--seed S] [--jobs J]
+
+The cache redoes a file when a module among its dependencies changes (engine/worker.py), so
+an edit of a module that 650 analyses read redoes 650 files. A dependency keyed by the
+module's top-level definitions would redo only the files whose analysis read the edited
+definition, as far as analyses reach a module through its names. This script measures how far
+that holds, before anyone builds it:
+
+1. lints PROJECT cold (dependency_soundness.ColdRun), which records each file's dependencies;
+2. analyses each file that depends on MODULE (or `--sample` of them) alone, in a worker with
+   nothing loaded, so that no memo another file filled answers for it; meanwhile it notes
+   every lookup of a name at MODULE's top level, and every walk of MODULE whole (its top-level
+   bindings listed; its tree, classes, functions, calls or scopes walked) with the analysis
+   function that walked it (the engine's own bookkeeping is left out);
+3. prints, per MODULE: how many files depend on it, how many of those walk it whole and in
+   which functions, and for each top-level definition how many files an edit of it would redo
+   under a key per definition (the files that read its name, and every walker); a new
+   definition that nothing names redoes the walkers.
+
+MODULE is a path below PROJECT. Analysing files alone is slow (each loads what it imports):
+`--sample` bounds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import random
+import statistics
+import sys
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from ckptlint import symbols
+from ckptlint.engine.cache import EntryKind
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dependency_soundness import ColdRun  # noqa: E402 - a sibling script, imported as a module
+
+WALKED = ("classes", "functions", "calls", "tree")  # ModuleSymbols attributes that list the whole module
+BOOKKEEPING = os.sep + os.path.join("ckptlint", "engine") + os.sep  # the engine reads modules to record them
+
+
+@dataclass
+class Reads:
+    """What one analysis read of one module."""
+
+    names: set[str] = field(default_factory=set)
+    walkers: set[str] = field(default_factory=set)  # functions that walked the module whole
+
+
+class _Noted:
+    """The reads of the modules watched, by the file being analysed."""
+
+    def __init__(self, watched: set[str]) -> None:
+        self.watched = watched
+        self.reads: dict[str, Reads] = {}
+
+    def name(self, module: str, name: str) -> None:
+        self.reads.setdefault(module, Reads()).names.add(name)
+
+    def walk(self, module: str, depth: int) -> None:
+        frame = sys._getframe(depth + 1)
+        if BOOKKEEPING in frame.f_code.co_filename:
+            return
+        where = f"{Path(frame.f_code.co_filename).stem}.{frame.f_code.co_name}"
+        self.reads.setdefault(module, Reads()).walkers.add(where)
+
+
+class _NotingBindings(dict):  # type: ignore[type-arg]  # a module scope's bindings, as symbols.Scope keeps them
+    """A module scope's bindings that note each name looked up, and each listing of them all."""
+
+    def __init__(self, bindings: dict[str, Any], module: str, noted: _Noted) -> None:
+        super().__init__(bindings)
+        self.module = module
+        self.noted = noted
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.noted.name(self.module, key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.noted.name(self.module, key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.noted.name(self.module, str(key))
+        return super().__contains__(key)
+
+    def items(self) -> Any:
+        self.noted.walk(self.module, 1)
+        return super().items()
+
+    def values(self) -> Any:
+        self.noted.walk(self.module, 1)
+        return super().values()
+
+    def keys(self) -> Any:
+        self.noted.walk(self.module, 1)
+        return super().keys()
+
+    def __iter__(self) -> Any:
+        self.noted.walk(self.module, 1)
+        return super().__iter__()
+
+
+@contextmanager
+def noting(watched: set[str]) -> Iterator[_Noted]:
+    """Note the reads of the `watched` modules (paths) while the block runs."""
+    noted = _Noted(watched)
+    cls = symbols.ModuleSymbols
+    original_init, original_scopes = cls.__init__, cls.iter_scopes
+
+    def init(self: symbols.ModuleSymbols, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        path = os.fspath(self.source.path) if self.source is not None and self.source.path is not None else ""
+        if path in watched:
+            self.__dict__["_noted_path"] = path
+            self.scope.bindings = _NotingBindings(self.scope.bindings, path, noted)
+
+    def walked(attribute: str) -> property:
+        stored = "_noted_" + attribute
+
+        def get(self: symbols.ModuleSymbols) -> Any:
+            path = self.__dict__.get("_noted_path")
+            if path is not None:
+                noted.walk(path, 1)
+            return self.__dict__[stored]
+
+        def put(self: symbols.ModuleSymbols, value: Any) -> None:
+            self.__dict__[stored] = value
+
+        return property(get, put)
+
+    def iter_scopes(self: symbols.ModuleSymbols) -> Any:
+        path = self.__dict__.get("_noted_path")
+        if path is not None:
+            noted.walk(path, 1)
+        return original_scopes(self)
+
+    cls.__init__ = init  # type: ignore[method-assign]
+    cls.iter_scopes = iter_scopes  # type: ignore[method-assign]
+    for attribute in WALKED:
+        setattr(cls, attribute, walked(attribute))
+    try:
+        yield noted
+    finally:
+        cls.__init__ = original_init  # type: ignore[method-assign]
+        cls.iter_scopes = original_scopes  # type: ignore[method-assign]
+        for attribute in WALKED:
+            delattr(cls, attribute)
+
+
+def top_level_definitions(path: str) -> list[str]:
+    """The names a module's top-level statements bind (defs, classes, assignments)."""
+    tree = ast.parse(Path(path).read_bytes())
+    found: list[str] = []
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.append(statement.name)
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            found.extend(t.id for t in targets if isinstance(t, ast.Name))
+    return list(dict.fromkeys(found))
+
+
+@dataclass
+class ModuleReads:
+    module: str
+    dependents: int  # analysed files that record the module among their dependencies
+    measured: dict[str, Reads]  # dependent analysed alone -> what it read of the module
+
+
+def measure(project: Path, modules: list[Path], sample: int, seed: int = 0, jobs: int = 2) -> list[ModuleReads]:
+    cold = ColdRun.of(project, jobs)
+    watched = {os.fspath(m.resolve()) for m in modules}
+    analysed = {path: entry for path, entry in cold.index.entries.items() if entry.kind == EntryKind.ANALYSED}
+    results: list[ModuleReads] = []
+    for module in sorted(watched):
+        dependents = sorted(path for path, entry in analysed.items() if module in entry.deps and path != module)
+        chosen = random.Random(seed).sample(dependents, min(sample, len(dependents)))
+        measured: dict[str, Reads] = {}
+        for path in chosen:
+            with noting({module}) as noted:
+                cold.analyse_alone(path)
+            measured[path] = noted.reads.get(module, Reads())
+        results.append(ModuleReads(module, len(dependents), measured))
+    return results
+
+
+def report(found: ModuleReads, root: Path) -> list[str]:
+    reads = list(found.measured.values())
+    walkers = [r for r in reads if r.walkers]
+    by_function = Counter(function for r in reads for function in r.walkers)
+    lines = [
+        f"{os.path.relpath(found.module, root)}: {found.dependents} dependents, {len(reads)} analysed alone; "
+        f"{sum(1 for r in reads if r.names or r.walkers)} read it, {len(walkers)} walk it whole "
+        f"({', '.join(f'{f} {n}' for f, n in by_function.most_common(4))})"
+    ]
+    definitions = top_level_definitions(found.module)
+    redone = sorted(((sum(1 for r in reads if r.walkers or name in r.names), name) for name in definitions), reverse=True)
+    if redone:
+        counts = [count for count, _ in redone]
+        lines.append(
+            f"  an edit of one of its {len(definitions)} top-level definitions would redo, of {len(reads)}: "
+            f"max {counts[0]} ({redone[0][1]}), median {statistics.median(counts):g}, min {counts[-1]} ({redone[-1][1]}); "
+            f"a new definition nothing names: {len(walkers)}"
+        )
+        unwalked = sorted(((sum(1 for r in reads if name in r.names and not r.walkers), name) for name in definitions), reverse=True)
+        lines.append(f"  readers by name alone (no walk), most read: {', '.join(f'{name} {count}' for count, name in unwalked[:5])}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("project", type=Path)
+    parser.add_argument("modules", type=Path, nargs="+")
+    parser.add_argument("--sample", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    root = args.project.resolve()
+    for found in measure(args.project, args.modules, args.sample, args.seed, args.jobs):
+        print("\n".join(report(found, root)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
