@@ -16,8 +16,9 @@ that holds, before anyone builds it:
    function that walked it (the engine's own bookkeeping is left out);
 3. prints, per MODULE: how many files depend on it, how many of those walk it whole and in
    which functions, and for each top-level definition how many files an edit of it would redo
-   under a key per definition (the files that read its name, and every walker); a new
-   definition that nothing names redoes the walkers.
+   under a key per definition (the files that read its name, and every walker), and how many
+   read its name at all (what it would redo were each walk keyed by what it found, as long as
+   the edit leaves that unchanged); a new definition that nothing names redoes the walkers.
 
 MODULE is a path below PROJECT. Analysing files alone is slow (each loads what it imports):
 `--sample` bounds it.
@@ -212,8 +213,13 @@ def report(found: ModuleReads, root: Path) -> list[str]:
             f"max {counts[0]} ({redone[0][1]}), median {statistics.median(counts):g}, min {counts[-1]} ({redone[-1][1]}); "
             f"a new definition nothing names: {len(walkers)}"
         )
-        unwalked = sorted(((sum(1 for r in reads if name in r.names and not r.walkers), name) for name in definitions), reverse=True)
-        lines.append(f"  readers by name alone (no walk), most read: {', '.join(f'{name} {count}' for count, name in unwalked[:5])}")
+        by_name = sorted(((sum(1 for r in reads if name in r.names), name) for name in definitions), reverse=True)
+        counts = [count for count, _ in by_name]
+        lines.append(
+            f"  were each walk keyed by what it found instead, an edit that leaves that unchanged would redo the files "
+            f"that read the definition's name: max {counts[0]} ({by_name[0][1]}), median {statistics.median(counts):g}; "
+            f"most read: {', '.join(f'{name} {count}' for count, name in by_name[:5])}"
+        )
     return lines
 
 
