@@ -672,6 +672,30 @@ def test_a_file_beside_a_builder_that_comes_to_build_it_redoes_its_users(project
     assert _same_with_and_without_cache(project, "pkg/model.py") == [("pkg/builder.py", "CKP204", 17)]
 
 
+def test_a_file_beside_that_names_a_module_but_none_of_its_classes_redoes_nothing(project: Path) -> None:
+    """What a changed file beside a module can come to be read for is a class of that module
+    (modules_beside.py asks for the files that name a class and its module): naming the module
+    alone is no such question. transformers' gguf utilities spell `__init__`, the stem of a
+    package initialiser that defines no class; an edit of them redid the 212 entries that depend
+    on the initialiser. Here `pkg/user.py` comes to import the builder's module without naming
+    `Builder`: the model's cached result stands (and equals a cold one); naming the class redoes it."""
+    from test_construction import BUILDER, BUILT_MODEL
+
+    package = project / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "builder.py").write_text(BUILDER)
+    (package / "model.py").write_text(BUILT_MODEL.format(arguments=""))
+    (package / "user.py").write_text("x = 1\n")
+    assert _same_with_and_without_cache(project, "pkg/model.py") == []
+    (package / "user.py").write_text("import pkg.builder as builder\n\nSIZE = 1\n")
+    assert _lint(project, "pkg/model.py").analysed == 0
+    assert _same_with_and_without_cache(project, "pkg/model.py") == []
+    (package / "user.py").write_text("from torch import nn\n\nfrom pkg.builder import Builder\n\nBLOCK = Builder(norm_layer=nn.BatchNorm2d).block()\n")
+    assert _lint(project, "pkg/model.py").analysed == 1
+    assert _same_with_and_without_cache(project, "pkg/model.py") == [("pkg/builder.py", "CKP204", 17)]
+
+
 HUB = "import random\n\nimport torch.nn as nn\n\n\nclass Norm(nn.Module):\n    def forward(self, x):\n        return x * random.random()\n"
 # `integration.py` reaches hub.py only in `apply_norm`: through an import there, or at the top
 INTEGRATIONS = {

@@ -17,6 +17,7 @@ key matches the names is the run's question (run.py): the names are grown there.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -30,6 +31,8 @@ from ckptlint.finding import Finding
 from ckptlint.prefilter import Mentions, Names, whole_words
 from ckptlint.project import code_words, import_root
 from ckptlint.source import DecodeError, decode_source
+
+CLASS_NAME = re.compile(rb"\bclass[\s\\]+(\w+)")  # `class \` then a new line too
 
 
 class Reuse:
@@ -65,6 +68,7 @@ class Reuse:
         self._changed_modules = self._added_or_removed_modules()
         self._new_context: list[tuple[str, frozenset[str], frozenset[bytes]]] = []  # see `note_context_files`
         self._named_beside: list[tuple[str, frozenset[str]]] | None = None  # see `_named_beside_by_changed_files`
+        self._class_names: dict[str, frozenset[bytes] | None] = {}  # module -> the class names its bytes spell
         self._new_words: dict[str, frozenset[bytes] | None] = {}  # memo of `_new_code_words`
 
     def note_context_files(self, found: ContextFiles) -> None:
@@ -137,11 +141,15 @@ class Reuse:
         return entry
 
     def _named_beside_by_changed_files(self) -> list[tuple[str, frozenset[str]]]:
-        """(a file changed or added since the cached run, the modules beside it whose names it
-        spells). An analysis reads the modules beside a class's own that name the class and its
-        module (analysis/semantics/modules_beside.py) and records those it read, not those it
-        tested and passed over: a file that changed may name one now. So an entry that depends
-        on a module a changed file beside it names, and not on that file, is redone."""
+        """(a file changed or added since the cached run, the modules beside it that it names
+        with one of their classes). An analysis reads the modules beside a class's own that name
+        the class and its module (analysis/semantics/modules_beside.py) and records those it
+        read, not those it tested and passed over: a file that changed may name one now. So an
+        entry that depends on a module a changed file beside it names, together with a class
+        that module defines, and not on that file, is redone. Naming the module alone is not
+        enough (transformers' `modeling_gguf_pytorch_utils.py` spells `__init__`, the stem of its
+        package's initialiser, which defines no class: an edit of it redid the 212 entries that
+        depend on the initialiser)."""
         if self._named_beside is None:
             self._named_beside = []
             by_directory: dict[str, list[str]] = {}
@@ -152,11 +160,22 @@ class Reuse:
                 if spelled is None:
                     continue
                 named = frozenset(
-                    other for other in by_directory[os.path.dirname(path)] if other != path and os.path.basename(other)[:-3].encode() in spelled
+                    other
+                    for other in by_directory[os.path.dirname(path)]
+                    if other != path and os.path.basename(other)[:-3].encode() in spelled and self._names_a_class_of(spelled, other)
                 )
                 if named:
                     self._named_beside.append((path, named))
         return self._named_beside
+
+    def _names_a_class_of(self, spelled: frozenset[bytes], module: str) -> bool:
+        """Whether `spelled` holds the name of a class `module` defines (any `class NAME` its
+        bytes spell, comments and strings too: more names only redo more); yes when it cannot be read."""
+        classes = self._class_names.get(module)
+        if classes is None:
+            data = self.workspace.data(module)
+            classes = self._class_names[module] = None if data is None else frozenset(CLASS_NAME.findall(data))
+        return classes is None or not classes.isdisjoint(spelled)
 
     def _new_code_words(self, path: str) -> frozenset[bytes] | None:
         """The words of the file's code if it is new since the cached run or its code changed;
