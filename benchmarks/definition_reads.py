@@ -59,8 +59,7 @@ class Reads:
 class _Noted:
     """The reads of the modules watched, by the file being analysed."""
 
-    def __init__(self, watched: set[str]) -> None:
-        self.watched = watched
+    def __init__(self) -> None:
         self.reads: dict[str, Reads] = {}
 
     def name(self, module: str, name: str) -> None:
@@ -114,7 +113,7 @@ class _NotingBindings(dict):  # type: ignore[type-arg]  # a module scope's bindi
 @contextmanager
 def noting(watched: set[str]) -> Iterator[_Noted]:
     """Note the reads of the `watched` modules (paths) while the block runs."""
-    noted = _Noted(watched)
+    noted = _Noted()
     cls = symbols.ModuleSymbols
     original_init, original_scopes = cls.__init__, cls.iter_scopes
 
