@@ -192,8 +192,13 @@ def file_words(path: str, overlays: dict[Path, bytes | str]) -> frozenset[bytes]
     text test does: code_text.py) as bytes: a text test for whether it can name something,
     without parsing it; decoding every word cost more than reading. Raises OSError when it
     cannot be read."""
+    return code_words(file_data(path, overlays))
+
+
+def file_data(path: str, overlays: dict[Path, bytes | str]) -> bytes:
+    """A file's bytes (an editor's unsaved text first); OSError when it cannot be read."""
     content = read_content(Path(path), overlays.get(Path(os.path.abspath(path))))
-    return code_words(content.encode() if isinstance(content, str) else content)
+    return content.encode() if isinstance(content, str) else content
 
 
 def code_words(data: bytes) -> frozenset[bytes]:
@@ -281,6 +286,10 @@ class Project:
     def file_words(self, path: str) -> frozenset[bytes]:
         """The words of a file (an editor's unsaved text first), as bytes; OSError when unreadable."""
         return file_words(path, self.overlays)
+
+    def file_data(self, path: str) -> bytes:
+        """A file's bytes (an editor's unsaved text first); OSError when unreadable."""
+        return file_data(path, self.overlays)
 
     def file_bytes(self, path: Path) -> bytes:
         """A file's bytes as they are on disk; OSError when unreadable."""

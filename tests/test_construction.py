@@ -273,6 +273,27 @@ def test_a_constructor_argument_passed_in_another_module_counts() -> None:
         assert [(f.path, f.code, f.line) for f in result.findings] == [("pkg/builder.py", "CKP204", 17)]
 
 
+def test_the_files_beside_a_builder_that_are_read_are_those_whose_code_names_it_and_its_module(tmp_path: Path) -> None:
+    """A file beside the builder's module is read for its constructor sites when its code (its
+    strings too, not its comments) spells the class and the module as whole words; the files
+    read are the model's dependencies. Bytes that hold both only in a comment or inside longer
+    words are passed over before their words are split."""
+    from test_cache import _dependencies
+
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "builder.py").write_text(BUILDER)
+    (package / "model.py").write_text(BUILT_MODEL.format(arguments=""))
+    (package / "named.py").write_text("from pkg.builder import Builder\n\nBUILT = Builder()\n")
+    (package / "commented.py").write_text("# Builder, from pkg.builder\nx = 1\n")
+    (package / "longer.py").write_text("from pkg import builder_utils\n\nBuilderish = builder_utils\n")
+    (package / "quoted.py").write_text('NOTE = "see Builder in builder.py"\n')
+    (model,) = _dependencies(tmp_path, ["pkg/model.py"])
+    assert model == {"model.py", "builder.py", "named.py", "quoted.py"}
+
+
 GUARDED = """
 from torch import nn
 from torch.utils.checkpoint import checkpoint

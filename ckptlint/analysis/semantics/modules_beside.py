@@ -14,17 +14,18 @@ import os
 from pathlib import Path
 
 from ckptlint.classes import ClassInfo
-from ckptlint.project import Project
+from ckptlint.project import Project, code_words
 from ckptlint.symbols import ModuleSymbols
 
-Words = list[tuple[str, str, frozenset[bytes]]]  # (file name, path, its code's words)
+Files = list[tuple[str, str, bytes]]  # (file name, path, its bytes)
 
 
 class ModulesBeside:
     def __init__(self, project: Project):
         self.project = project
         self._found: dict[int, tuple[list[ModuleSymbols], dict[str, str]]] = {}  # by id of the class scope
-        self._words_by_directory: dict[str, Words] = {}
+        self._files_by_directory: dict[str, Files] = {}
+        self._words: dict[str, frozenset[bytes]] = {}  # path -> its code's words, for the files that spell both names somewhere
 
     def of(self, info: ClassInfo) -> list[ModuleSymbols]:
         """The class's module, then the modules beside it whose code names the class and its
@@ -50,8 +51,15 @@ class ModulesBeside:
         stem = os.path.basename(module.source.path)[:-3].encode()
         name = info.name.encode()
         own = os.path.abspath(module.source.path)
-        for entry, path, words in self._directory_words(directory):
-            if name not in words or stem not in words or os.path.abspath(path) == own:
+        for entry, path, data in self._directory_files(directory):
+            # a word of a file's code is in its bytes: most files fail there, before their
+            # comments are stripped and their words split (8% of a cold run on transformers)
+            if name not in data or stem not in data or os.path.abspath(path) == own:
+                continue
+            words = self._words.get(path)
+            if words is None:
+                words = self._words[path] = code_words(data)
+            if name not in words or stem not in words:
                 continue
             try:  # by its path: by name, a top-level sibling could be another root's module of that name
                 sibling = project.load(Path(path))
@@ -62,16 +70,15 @@ class ModulesBeside:
                 found.append(sibling.symbols)
         return found, consulted
 
-    def _directory_words(self, directory: str) -> Words:
-        """(file name, path, its words) for each module of a directory but `__init__.py`, read
-        once; words stay bytes (decoding every word of a model directory cost more than reading it)."""
-        found = self._words_by_directory.get(directory)
+    def _directory_files(self, directory: str) -> Files:
+        """(file name, path, its bytes) for each module of a directory but `__init__.py`, read once."""
+        found = self._files_by_directory.get(directory)
         if found is None:
-            found = self._words_by_directory[directory] = []
+            found = self._files_by_directory[directory] = []
             for entry in self.project.module_files(directory):
                 path = os.path.join(directory, entry)
                 try:
-                    found.append((entry, path, self.project.file_words(path)))
+                    found.append((entry, path, self.project.file_data(path)))
                 except OSError:
                     continue
         return found
