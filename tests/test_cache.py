@@ -658,13 +658,9 @@ def test_a_file_beside_a_builder_that_comes_to_build_it_redoes_its_users(project
     (modules_beside.py), and the analysis recorded only those: `pkg/user.py`, edited (or
     added) to build `Builder(norm_layer=nn.BatchNorm2d)`, left `pkg/model.py`'s cached
     result without the BatchNorm that a run without the cache reports."""
-    from test_construction import BUILDER, BUILT_MODEL
+    from test_construction import builder_package
 
-    package = project / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "builder.py").write_text(BUILDER)
-    (package / "model.py").write_text(BUILT_MODEL.format(arguments=""))
+    package = builder_package(project)
     if before is not None:
         (package / "user.py").write_text(before)
     assert _same_with_and_without_cache(project, "pkg/model.py") == []
@@ -679,13 +675,9 @@ def test_a_file_beside_that_names_a_module_but_none_of_its_classes_redoes_nothin
     package initialiser that defines no class; an edit of them redid the 212 entries that depend
     on the initialiser. Here `pkg/user.py` comes to import the builder's module without naming
     `Builder`: the model's cached result stands (and equals a cold one); naming the class redoes it."""
-    from test_construction import BUILDER, BUILT_MODEL
+    from test_construction import builder_package
 
-    package = project / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "builder.py").write_text(BUILDER)
-    (package / "model.py").write_text(BUILT_MODEL.format(arguments=""))
+    package = builder_package(project)
     (package / "user.py").write_text("x = 1\n")
     assert _same_with_and_without_cache(project, "pkg/model.py") == []
     (package / "user.py").write_text("import pkg.builder as builder\n\nSIZE = 1\n")

@@ -256,19 +256,25 @@ class Net(nn.Module):
 '''
 
 
+def builder_package(root: Path, arguments: str = "") -> Path:
+    """`pkg/` under `root`: the builder's module, and a model that builds it with `arguments`."""
+    package = root / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "builder.py").write_text(BUILDER)
+    (package / "model.py").write_text(BUILT_MODEL.format(arguments=arguments))
+    return package
+
+
 def test_a_constructor_argument_passed_in_another_module_counts() -> None:
     """`Builder(norm_layer=nn.BatchNorm2d)` in the model's module is what the builder's module
     sees, not only its `norm_layer=None` default (timm's EfficientNetBuilder)."""
-    model = BUILT_MODEL.format(arguments="norm_layer=nn.BatchNorm2d")
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         (root / "pyproject.toml").write_text("")
-        (root / "pkg").mkdir()
-        (root / "pkg" / "__init__.py").write_text("")
-        (root / "pkg" / "builder.py").write_text(BUILDER)
-        (root / "pkg" / "model.py").write_text(model)
+        builder_package(root, "norm_layer=nn.BatchNorm2d")
         result = Linter(load_config(None, root), base=root).lint_paths([root], project_root=root)
         assert [(f.path, f.code, f.line) for f in result.findings] == [("pkg/builder.py", "CKP204", 17)]
 
@@ -281,11 +287,7 @@ def test_the_files_beside_a_builder_that_are_read_are_those_whose_code_names_it_
     from test_cache import _dependencies
 
     (tmp_path / "pyproject.toml").write_text("")
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "builder.py").write_text(BUILDER)
-    (package / "model.py").write_text(BUILT_MODEL.format(arguments=""))
+    package = builder_package(tmp_path)
     (package / "named.py").write_text("from pkg.builder import Builder\n\nBUILT = Builder()\n")
     (package / "commented.py").write_text("# Builder, from pkg.builder\nx = 1\n")
     (package / "longer.py").write_text("from pkg import builder_utils\n\nBuilderish = builder_utils\n")
