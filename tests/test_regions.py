@@ -209,3 +209,28 @@ class Model(nn.Module):
 """
     [finding] = lint_source(source)
     assert (finding.code, finding.line) == ("CKP204", 12)
+
+
+@pytest.mark.parametrize(
+    "code, stored",
+    [
+        ("m.flag = True\n", True),
+        ("m.flag += 1\n", True),
+        ("self.flag = True\nfor m in mods:\n    m.flag |= x\n", True),  # the second store counts
+        (".flag = 1\n", True),  # at the very start
+        ("self.flag = True\n", False),
+        ("myself.flag = True\n", False),  # read as `self.flag`: only the four letters before the dot are looked at
+        ("if m.flag == x:\n    pass\n", False),
+        ("m.flags = 1\nx = m.flag\n", False),
+    ],
+)
+def test_a_store_on_another_object_is_told_from_one_on_self(code: str, stored: bool) -> None:
+    """`for m in self.modules(): m.is_first_chunk = flag` sets an attribute from outside the
+    class (fixtures/regions/*/flag_set_from_outside.py): read from the module's text."""
+    from types import SimpleNamespace
+
+    from ckptlint.analysis.semantics.evaluator import TypeInference
+
+    module = SimpleNamespace(source=SimpleNamespace(code=code))
+    inference = SimpleNamespace(_outside_stores={})
+    assert TypeInference._stored_from_outside(inference, module, "flag") is stored  # type: ignore[arg-type]

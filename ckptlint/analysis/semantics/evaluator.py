@@ -580,8 +580,10 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
         found = self._outside_stores.get(key)
         if found is None:
             text = module.source.code if module.source is not None else ""
-            pattern = r"(?<!self)\." + re.escape(attribute) + r"\s*(?:=(?!=)|[-+*/|&]=)"
-            found = self._outside_stores[key] = re.search(pattern, text) is not None
+            # the pattern starts with its literal (`.attr`), which `re` then finds by fast search;
+            # a `(?<!self)` in front tried every position of the module (5% of a cold -j1 run)
+            stores = re.finditer(r"\." + re.escape(attribute) + r"\s*(?:=(?!=)|[-+*/|&]=)", text)
+            found = self._outside_stores[key] = any(text[max(0, m.start() - 4) : m.start()] != "self" for m in stores)
         return found
 
     def as_configured(self, item: ClassType, evaluate: Callable[[dict[str, Types] | None], Types]) -> Types:
