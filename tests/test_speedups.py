@@ -192,3 +192,22 @@ def test_lines_without_a_carriage_return_split_as_the_regex_does() -> None:
         source = SourceFile("m.py", "m.py", text)
         assert source.lines == re.split(r"\r\n|\r|\n", text)
         assert source.parse_text == re.sub(r"\r\n|\r|\n", "\n", text)
+
+
+def test_mentions_answer_each_set_of_names_as_a_fresh_scan_would() -> None:
+    """`Mentions` keeps `words - checked` per pair of sets, by identity, since the files the
+    cache knows share one `checked`: every answer must still be the scan's for the names asked,
+    whichever sets were asked before (a memo by `id` alone would answer for a dead set whose id
+    a new one took)."""
+    from ckptlint.prefilter import Mentions
+
+    data = {"a.py": b"import ckpt\nx = checkpoint(f, y)\n", "b.py": b"y = 1\n"}
+    universe = frozenset({"checkpoint"})
+    recorded = {"a.py": (universe, frozenset({"checkpoint"})), "b.py": (universe, frozenset())}
+    mentions = Mentions(data.get, recorded)
+    assert mentions.of("a.py", frozenset({"checkpoint"})) == {"checkpoint"}
+    assert mentions.of("a.py", frozenset({"checkpoint", "ckpt"})) == {"checkpoint", "ckpt"}  # read for the new name
+    for round_ in range(200):  # a new set each round, dropped after: ids come back
+        names = frozenset({"checkpoint", f"name{round_}", *(["y"] if round_ % 2 else [])})
+        assert mentions.of("b.py", names) == ({"y"} if round_ % 2 else set())
+        assert mentions.of("a.py", names | {"ckpt"}) == {"checkpoint", "ckpt", *(["y"] if round_ % 2 else [])}
