@@ -145,9 +145,10 @@ class Mentions:
         return found & words
 
     def _missing_of(self, words: frozenset[str], checked: frozenset[str]) -> frozenset[str]:
+        """`words - checked`; the memo keeps both sets alive, so no other set takes their ids."""
         key = (id(words), id(checked))
         memo = self._missing.get(key)
-        if memo is None or memo[0] is not words or memo[1] is not checked:  # kept alive in the memo: an id is not reused while it is there
+        if memo is None:
             memo = self._missing[key] = (words, checked, words - checked)
         return memo[2]
 

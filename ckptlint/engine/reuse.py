@@ -171,10 +171,10 @@ class Reuse:
     def _names_a_class_of(self, spelled: frozenset[bytes], module: str) -> bool:
         """Whether `spelled` holds the name of a class `module` defines (any `class NAME` its
         bytes spell, comments and strings too: more names only redo more); yes when it cannot be read."""
-        classes = self._class_names.get(module)
-        if classes is None:
+        if module not in self._class_names:  # asked once per module, unreadable ones too
             data = self.workspace.data(module)
-            classes = self._class_names[module] = None if data is None else frozenset(CLASS_NAME.findall(data))
+            self._class_names[module] = None if data is None else frozenset(CLASS_NAME.findall(data))
+        classes = self._class_names[module]
         return classes is None or not classes.isdisjoint(spelled)
 
     def _new_code_words(self, path: str) -> frozenset[bytes] | None:
