@@ -1,6 +1,6 @@
 """What an analysis reads of a module it depends on: definitions by name, or the module whole.
 
-    python benchmarks/definition_reads.py PROJECT MODULE [MODULE ...] [--sample N] [--seed S] [--jobs J]
+    python benchmarks/definition_reads.py PROJECT MODULE [MODULE ...] [--sample N] [--seed S] [--jobs J] [--shared]
 
 The cache redoes a file when a module among its dependencies changes (engine/worker.py), so
 an edit of a module that 650 analyses read redoes 650 files. A dependency keyed by the
@@ -22,16 +22,27 @@ that holds, before anyone builds it:
 
 MODULE is a path below PROJECT. Analysing files alone is slow (each loads what it imports):
 `--sample` bounds it.
+
+`--shared` measures instead what a key per definition could use without each memo carrying
+what it read: a worker's memos answer for many files, so a file's own reads are not known, but
+everything its process read so far is (a memo answers only what the process computed before).
+It lints PROJECT cold as the CLI does (`--jobs` workers) and notes, for every dependent of
+MODULE, the names read and the walks made of MODULE by its process up to the end of that
+file's analysis; every dependent counts, and the process's own analysis of MODULE is among
+what its later files are charged with.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import random
+import shutil
 import statistics
 import sys
+import tempfile
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,7 +50,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ckptlint import symbols
+from ckptlint.config import load_config
+from ckptlint.engine import worker
 from ckptlint.engine.cache import EntryKind
+from ckptlint.engine.linter import Linter
+from ckptlint.engine.run import Run
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dependency_soundness import ColdRun  # noqa: E402 - a sibling script, imported as a module
@@ -174,7 +189,8 @@ def top_level_definitions(path: str) -> list[str]:
 class ModuleReads:
     module: str
     dependents: int  # analysed files that record the module among their dependencies
-    measured: dict[str, Reads]  # dependent analysed alone -> what it read of the module
+    measured: dict[str, Reads]  # dependent analysed alone -> what it read of the module (its process, `--shared`)
+    how: str = "analysed alone"
 
 
 def measure(project: Path, modules: list[Path], sample: int, seed: int = 0, jobs: int = 2) -> list[ModuleReads]:
@@ -194,12 +210,48 @@ def measure(project: Path, modules: list[Path], sample: int, seed: int = 0, jobs
     return results
 
 
+def measure_shared(project: Path, modules: list[Path], jobs: int = 2) -> list[ModuleReads]:
+    """Lint `project` cold with `jobs` workers; for each file that depends on a module of
+    `modules`, what its process had read of the module when the file's analysis ended."""
+    project = project.resolve()
+    root = next((d for d in (project, *project.parents) if (d / "pyproject.toml").is_file()), project)
+    watched = {os.fspath(m.resolve()) for m in modules}
+    files = sorted(os.fspath(p) for p in project.rglob("*.py") if "__pycache__" not in p.parts)
+    scratch = Path(tempfile.mkdtemp(prefix="ckptlint-definition-reads-"))
+    original = worker.WorkerState._analyse_here
+    try:
+        with noting(watched) as noted:
+
+            def analyse_here(state: worker.WorkerState, path: str) -> worker.Outcome:
+                outcome = original(state, path)
+                seen = {}
+                for module in watched & outcome.dependencies.keys() - {path}:
+                    reads = noted.reads.get(module, Reads())
+                    seen[module] = {"names": sorted(reads.names), "walkers": sorted(reads.walkers)}
+                with open(scratch / f"{os.getpid()}.jsonl", "a") as log:  # a line per file, from each worker
+                    log.write(json.dumps([path, seen]) + "\n")
+                return outcome
+
+            worker.WorkerState._analyse_here = analyse_here  # type: ignore[method-assign]  # the workers fork with it
+            Run(Linter(load_config(None, root), base=root, jobs=jobs, cache_dir=scratch / "cache"), files, []).execute()
+        measured: dict[str, dict[str, Reads]] = {module: {} for module in watched}
+        for log in scratch.glob("*.jsonl"):
+            for line in log.read_text().splitlines():
+                path, seen = json.loads(line)
+                for module, reads in seen.items():
+                    measured[module][path] = Reads(set(reads["names"]), set(reads["walkers"]))
+    finally:
+        worker.WorkerState._analyse_here = original  # type: ignore[method-assign]
+        shutil.rmtree(scratch, ignore_errors=True)
+    return [ModuleReads(module, len(measured[module]), measured[module], "in its process's shared state") for module in sorted(watched)]
+
+
 def report(found: ModuleReads, root: Path) -> list[str]:
     reads = list(found.measured.values())
     walkers = [r for r in reads if r.walkers]
     by_function = Counter(function for r in reads for function in r.walkers)
     lines = [
-        f"{os.path.relpath(found.module, root)}: {found.dependents} dependents, {len(reads)} analysed alone; "
+        f"{os.path.relpath(found.module, root)}: {found.dependents} dependents, {len(reads)} {found.how}; "
         f"{sum(1 for r in reads if r.names or r.walkers)} read it, {len(walkers)} walk it whole "
         f"({', '.join(f'{f} {n}' for f, n in by_function.most_common(4))})"
     ]
@@ -229,9 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--shared", action="store_true", help="what each dependent's process read, in a cold run as the CLI does it")
     args = parser.parse_args(argv)
     root = args.project.resolve()
-    for found in measure(args.project, args.modules, args.sample, args.seed, args.jobs):
+    measured = measure_shared(args.project, args.modules, args.jobs) if args.shared else measure(args.project, args.modules, args.sample, args.seed, args.jobs)
+    for found in measured:
         print("\n".join(report(found, root)))
     return 0
 

@@ -66,3 +66,33 @@ def test_definition_reads_tells_a_name_read_from_a_module_walked_whole(tmp_path:
     assert "jitter" in reads.names and "unused" not in reads.names
     lines = benchmark.report(found, package)
     assert lines[0].startswith("ops.py: 1 dependents, 1 analysed alone; 1 read it")
+
+
+def test_definition_reads_shared_charges_a_file_with_what_its_process_read_before(tmp_path: Path) -> None:
+    """`--shared`: in one worker the second model's analysis may take the first's memos, so a
+    file is charged with every name its process read of the module up to its end. Two models
+    each run one helper of `ops.py` in their region: whichever is analysed second is charged
+    with both helpers, the first with its own only."""
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "ops.py").write_text(
+        "import random\n\n\ndef jitter(x):\n    return x * random.random()\n\n\ndef scale(x):\n    return x * 2\n\n\ndef unused(x):\n    return x\n"
+    )
+    model = (
+        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.ops import {helper}\n\n\n"
+        "class {name}(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
+        "    def block(self, x):\n        return {helper}(self.fc(x))\n\n"
+        "    def forward(self, x):\n        return checkpoint(self.block, x, use_reentrant=False)\n"
+    )
+    (package / "model_a.py").write_text(model.format(helper="jitter", name="NetA"))
+    (package / "model_b.py").write_text(model.format(helper="scale", name="NetB"))
+    benchmark = load_benchmark("definition_reads")
+    (found,) = benchmark.measure_shared(package, [package / "ops.py"], jobs=1)
+    assert found.dependents == 2
+    charged = {Path(path).name: reads.names & {"jitter", "scale", "unused"} for path, reads in found.measured.items()}
+    assert charged["model_a.py"] >= {"jitter"} and charged["model_b.py"] >= {"scale"}
+    assert sorted(len(names) for names in charged.values()) == [1, 2]
+    assert "unused" not in set().union(*charged.values())
+    assert benchmark.report(found, package)[0].startswith("ops.py: 2 dependents, 2 in its process's shared state; 2 read it")
