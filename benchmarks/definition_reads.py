@@ -232,7 +232,7 @@ def measure_shared(project: Path, modules: list[Path], jobs: int = 2) -> list[Mo
                     log.write(json.dumps([path, seen]) + "\n")
                 return outcome
 
-            worker.WorkerState._analyse_here = analyse_here  # type: ignore[method-assign]  # the workers fork with it
+            worker.WorkerState._analyse_here = analyse_here  # type: ignore[method-assign, assignment]  # the workers fork with it
             Run(Linter(load_config(None, root), base=root, jobs=jobs, cache_dir=scratch / "cache"), files, []).execute()
         measured: dict[str, dict[str, Reads]] = {module: {} for module in watched}
         for log in scratch.glob("*.jsonl"):
