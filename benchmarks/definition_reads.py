@@ -1,6 +1,6 @@
 """What an analysis reads of a module it depends on: definitions by name, or the module whole.
 
-    python benchmarks/definition_reads.py PROJECT MODULE [MODULE ...] [--sample N] [--seed S] [--jobs J] [--shared]
+    python benchmarks/definition_reads.py PROJECT MODULE [MODULE ...] [--sample N] [--seed S] [--jobs J] [--shared] [--members]
 
 The cache redoes a file when a module among its dependencies changes (engine/worker.py), so
 an edit of a module that 650 analyses read redoes 650 files. A dependency keyed by the
@@ -30,6 +30,12 @@ It lints PROJECT cold as the CLI does (`--jobs` workers) and notes, for every de
 MODULE, the names read and the walks made of MODULE by its process up to the end of that
 file's analysis; every dependent counts, and the process's own analysis of MODULE is among
 what its later files are charged with.
+
+`--members` notes too each member of one of MODULE's top-level classes looked up (in the class's
+namespace, or as the method a class indexes by name) and prints what a key per function and
+method would redo for an edit on a line drawn at random among them, each walk keyed by what it
+found: the files that read the edited function by name, or looked the edited method up (or,
+in the first figure, listed its class's members).
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ckptlint import symbols
+from ckptlint import classes, symbols
 from ckptlint.config import load_config
 from ckptlint.engine import worker
 from ckptlint.engine.cache import EntryKind
@@ -88,49 +94,58 @@ class _Noted:
         self.reads.setdefault(module, Reads()).walkers.add(where)
 
 
-class _NotingBindings(dict):  # type: ignore[type-arg]  # a module scope's bindings, as symbols.Scope keeps them
-    """A module scope's bindings that note each name looked up, and each listing of them all."""
+class _NotingBindings(dict):  # type: ignore[type-arg]  # a scope's bindings, as symbols.Scope keeps them
+    """A module scope's bindings that note each name looked up, and each listing of them all; a
+    top-level class's (`--members`) note `Class.name`, and a listing as `Class.*`."""
 
-    def __init__(self, bindings: dict[str, Any], module: str, noted: _Noted) -> None:
+    def __init__(self, bindings: dict[str, Any], module: str, noted: _Noted, owner: str = "") -> None:
         super().__init__(bindings)
         self.module = module
         self.noted = noted
+        self.prefix = f"{owner}." if owner else ""
+
+    def _listed(self) -> None:
+        if self.prefix:
+            self.noted.name(self.module, self.prefix + "*")
+        else:
+            self.noted.walk(self.module, 2)
 
     def get(self, key: str, default: Any = None) -> Any:
-        self.noted.name(self.module, key)
+        self.noted.name(self.module, self.prefix + key)
         return super().get(key, default)
 
     def __getitem__(self, key: str) -> Any:
-        self.noted.name(self.module, key)
+        self.noted.name(self.module, self.prefix + key)
         return super().__getitem__(key)
 
     def __contains__(self, key: object) -> bool:
-        self.noted.name(self.module, str(key))
+        self.noted.name(self.module, self.prefix + str(key))
         return super().__contains__(key)
 
     def items(self) -> Any:
-        self.noted.walk(self.module, 1)
+        self._listed()
         return super().items()
 
     def values(self) -> Any:
-        self.noted.walk(self.module, 1)
+        self._listed()
         return super().values()
 
     def keys(self) -> Any:
-        self.noted.walk(self.module, 1)
+        self._listed()
         return super().keys()
 
     def __iter__(self) -> Any:
-        self.noted.walk(self.module, 1)
+        self._listed()
         return super().__iter__()
 
 
 @contextmanager
-def noting(watched: set[str]) -> Iterator[_Noted]:
-    """Note the reads of the `watched` modules (paths) while the block runs."""
+def noting(watched: set[str], members: bool = False) -> Iterator[_Noted]:
+    """Note the reads of the `watched` modules (paths) while the block runs; with `members`, also
+    each lookup of a member of one of their top-level classes (`Class.name`)."""
     noted = _Noted()
     cls = symbols.ModuleSymbols
-    original_init, original_scopes = cls.__init__, cls.iter_scopes
+    original_init, original_scopes, original_method = cls.__init__, cls.iter_scopes, classes.ClassInfo.method
 
     def init(self: symbols.ModuleSymbols, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
@@ -138,6 +153,15 @@ def noting(watched: set[str]) -> Iterator[_Noted]:
         if path in watched:
             self.__dict__["_noted_path"] = path
             self.scope.bindings = _NotingBindings(self.scope.bindings, path, noted)
+            for child in self.scope.children if members else ():
+                if child.kind == symbols.CLASS:
+                    child.bindings = _NotingBindings(child.bindings, path, noted, owner=child.qualname)
+
+    def method(self: classes.ClassInfo, name: str) -> Any:  # the methods a class indexes by name
+        path = self.module.__dict__.get("_noted_path")
+        if path is not None and self.scope.parent is self.module.scope:
+            noted.name(path, f"{self.scope.qualname}.{name}")
+        return original_method(self, name)
 
     def walked(attribute: str) -> property:
         stored = "_noted_" + attribute
@@ -161,6 +185,8 @@ def noting(watched: set[str]) -> Iterator[_Noted]:
 
     cls.__init__ = init  # type: ignore[method-assign]
     cls.iter_scopes = iter_scopes  # type: ignore[method-assign]
+    if members:
+        classes.ClassInfo.method = method  # type: ignore[method-assign]
     for attribute in WALKED:
         setattr(cls, attribute, walked(attribute))
     try:
@@ -168,6 +194,7 @@ def noting(watched: set[str]) -> Iterator[_Noted]:
     finally:
         cls.__init__ = original_init  # type: ignore[method-assign]
         cls.iter_scopes = original_scopes  # type: ignore[method-assign]
+        classes.ClassInfo.method = original_method  # type: ignore[method-assign]
         for attribute in WALKED:
             delattr(cls, attribute)
 
@@ -193,7 +220,7 @@ class ModuleReads:
     how: str = "analysed alone"
 
 
-def measure(project: Path, modules: list[Path], sample: int, seed: int = 0, jobs: int = 2) -> list[ModuleReads]:
+def measure(project: Path, modules: list[Path], sample: int, seed: int = 0, jobs: int = 2, members: bool = False) -> list[ModuleReads]:
     cold = ColdRun.of(project, jobs)
     watched = {os.fspath(m.resolve()) for m in modules}
     analysed = {path: entry for path, entry in cold.index.entries.items() if entry.kind == EntryKind.ANALYSED}
@@ -203,14 +230,14 @@ def measure(project: Path, modules: list[Path], sample: int, seed: int = 0, jobs
         chosen = random.Random(seed).sample(dependents, min(sample, len(dependents)))
         measured: dict[str, Reads] = {}
         for path in chosen:
-            with noting({module}) as noted:
+            with noting({module}, members) as noted:
                 cold.analyse_alone(path)
             measured[path] = noted.reads.get(module, Reads())
         results.append(ModuleReads(module, len(dependents), measured))
     return results
 
 
-def measure_shared(project: Path, modules: list[Path], jobs: int = 2) -> list[ModuleReads]:
+def measure_shared(project: Path, modules: list[Path], jobs: int = 2, members: bool = False) -> list[ModuleReads]:
     """Lint `project` cold with `jobs` workers; for each file that depends on a module of
     `modules`, what its process had read of the module when the file's analysis ended."""
     project = project.resolve()
@@ -220,7 +247,7 @@ def measure_shared(project: Path, modules: list[Path], jobs: int = 2) -> list[Mo
     scratch = Path(tempfile.mkdtemp(prefix="ckptlint-definition-reads-"))
     original = worker.WorkerState._analyse_here
     try:
-        with noting(watched) as noted:
+        with noting(watched, members) as noted:
 
             def analyse_here(state: worker.WorkerState, path: str) -> worker.Outcome:
                 outcome = original(state, path)
@@ -274,6 +301,49 @@ def report(found: ModuleReads, root: Path) -> list[str]:
     return lines
 
 
+def units(path: str) -> list[tuple[str, int]]:
+    """(name, lines) of each function at the module's top level and each method of a class
+    there (`Class.method`): what a key per function and method would key."""
+    tree = ast.parse(Path(path).read_bytes())
+    found: list[tuple[str, int]] = []
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    for statement in tree.body:
+        if isinstance(statement, functions):
+            found.append((statement.name, (statement.end_lineno or statement.lineno) - statement.lineno + 1))
+        elif isinstance(statement, ast.ClassDef):
+            found.extend(
+                (f"{statement.name}.{method.name}", (method.end_lineno or method.lineno) - method.lineno + 1)
+                for method in statement.body
+                if isinstance(method, functions)
+            )
+    return found
+
+
+def report_members(found: ModuleReads) -> list[str]:
+    """`--members`: for an edit on a line drawn at random among the module's functions and
+    methods, how many of the measured files would be redone under a key per function and method,
+    each walk keyed by what it found: the files that looked the edited one up (a method looked up
+    in its class), or, in the first figure, that listed its class's members."""
+    reads = list(found.measured.values())
+    drawn = units(found.module)
+    lines: list[str] = []
+    for listings in (True, False):
+        readers = []
+        for name, count in drawn:
+            owner = name.partition(".")[0] if "." in name else None
+            read = sum(1 for r in reads if name in r.names or (listings and owner is not None and f"{owner}.*" in r.names))
+            readers.append((read, name, count))
+        weighted = sorted(read for read, _, count in readers for _ in range(count))
+        unread = [(name, count) for read, name, count in readers if read == 0]
+        how = "a listing of its class counted as a read" if listings else "listings keyed by what they found too"
+        lines.append(
+            f"  by function and method ({len(drawn)}, {len(weighted)} lines; {how}): an edit on a random line redoes, of {len(reads)}, "
+            f"median {statistics.median(weighted) if weighted else 0:g}, p90 {weighted[int(0.9 * len(weighted))] if weighted else 0}, "
+            f"max {weighted[-1] if weighted else 0}; read by none {len(unread)} ({sum(count for _, count in unread)} lines)"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("project", type=Path)
@@ -282,11 +352,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--shared", action="store_true", help="what each dependent's process read, in a cold run as the CLI does it")
+    parser.add_argument("--members", action="store_true", help="also the members of top-level classes looked up, and a key per function and method")
     args = parser.parse_args(argv)
     root = args.project.resolve()
-    measured = measure_shared(args.project, args.modules, args.jobs) if args.shared else measure(args.project, args.modules, args.sample, args.seed, args.jobs)
+    if args.shared:
+        measured = measure_shared(args.project, args.modules, args.jobs, args.members)
+    else:
+        measured = measure(args.project, args.modules, args.sample, args.seed, args.jobs, args.members)
     for found in measured:
-        print("\n".join(report(found, root)))
+        print("\n".join(report(found, root) + (report_members(found) if args.members else [])))
     return 0
 
 

@@ -96,3 +96,29 @@ def test_definition_reads_shared_charges_a_file_with_what_its_process_read_befor
     assert sorted(len(names) for names in charged.values()) == [1, 2]
     assert "unused" not in set().union(*charged.values())
     assert benchmark.report(found, package)[0].startswith("ops.py: 2 dependents, 2 in its process's shared state; 2 read it")
+
+
+def test_definition_reads_members_tells_the_method_looked_up_from_the_others(tmp_path: Path) -> None:
+    """`--members`: a region that runs one method of a helper class looks that method up in its
+    class, not the class's other method; a key per function and method would redo the model for
+    an edit of the one and not the other."""
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "ops.py").write_text(
+        "import random\n\nfrom torch import nn\n\n\nclass Jitter(nn.Module):\n    def forward(self, x):\n        return x * random.random()\n\n"
+        "    def describe(self):\n        return 'jitter'\n"
+    )
+    (package / "model.py").write_text(
+        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.ops import Jitter\n\n\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.jitter = Jitter()\n\n"
+        "    def forward(self, x):\n        return checkpoint(self.jitter, x, use_reentrant=False)\n"
+    )
+    benchmark = load_benchmark("definition_reads")
+    (found,) = benchmark.measure(package, [package / "ops.py"], sample=10, jobs=1, members=True)
+    (reads,) = found.measured.values()
+    assert "Jitter.forward" in reads.names and "Jitter.describe" not in reads.names
+    assert benchmark.units(str(package / "ops.py")) == [("Jitter.forward", 2), ("Jitter.describe", 2)]
+    first, keyed = benchmark.report_members(found)
+    assert keyed.endswith("read by none 1 (2 lines)")
