@@ -86,6 +86,11 @@ class _Noted:
     def name(self, module: str, name: str) -> None:
         self.reads.setdefault(module, Reads()).names.add(name)
 
+    def listing(self, module: str, owner: str, depth: int) -> None:
+        """A class's members listed (`--members`): all of them read, unless the engine's bookkeeping listed them."""
+        if BOOKKEEPING not in sys._getframe(depth + 1).f_code.co_filename:
+            self.name(module, f"{owner}.*")
+
     def walk(self, module: str, depth: int) -> None:
         frame = sys._getframe(depth + 1)
         if BOOKKEEPING in frame.f_code.co_filename:
@@ -106,7 +111,7 @@ class _NotingBindings(dict):  # type: ignore[type-arg]  # a scope's bindings, as
 
     def _listed(self) -> None:
         if self.prefix:
-            self.noted.name(self.module, self.prefix + "*")
+            self.noted.listing(self.module, self.prefix[:-1], 2)
         else:
             self.noted.walk(self.module, 2)
 

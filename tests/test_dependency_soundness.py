@@ -122,3 +122,38 @@ def test_definition_reads_members_tells_the_method_looked_up_from_the_others(tmp
     assert benchmark.units(str(package / "ops.py")) == [("Jitter.forward", 2), ("Jitter.describe", 2)]
     first, keyed = benchmark.report_members(found)
     assert keyed.endswith("read by none 1 (2 lines)")
+
+
+def test_unit_soundness_finds_an_edit_of_a_method_looked_up_but_not_noted(tmp_path: Path) -> None:
+    """benchmarks/unit_soundness.py edits the functions and methods an analysis did not look up
+    and checks that its findings stay. A region runs `Jitter.forward`, whose `if True:` guards
+    a Python random draw: noted as a member looked up, only `describe` is edited (kept); with
+    the member door closed, `forward` is edited too and the finding goes: a break, named."""
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "ops.py").write_text(
+        "import random\n\nfrom torch import nn\n\n\nclass Jitter(nn.Module):\n    def forward(self, x):\n        if True:\n"
+        "            return x * random.random()\n        return x\n\n    def describe(self):\n        return 'jitter'\n"
+    )
+    (package / "model.py").write_text(
+        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.ops import Jitter\n\n\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.jitter = Jitter()\n\n"
+        "    def forward(self, x):\n        return checkpoint(self.jitter, x, use_reentrant=False)\n"
+    )
+    benchmark = load_benchmark("unit_soundness")
+    assert [unit for unit, _ in benchmark.edits((package / "ops.py").read_text())] == ["Jitter.forward", "Jitter.describe"]
+    found = benchmark.check(package, sample=10, jobs=1)
+    assert (found.kept, found.skipped, found.breaks) == (1, 0, [])
+    closed = benchmark.check(package, sample=10, jobs=1, members=False)
+    assert closed.kept == 1 and [(b["file"], b["unit"]) for b in closed.breaks] == [("pkg/model.py", "Jitter.forward")]
+
+
+def test_no_fixture_analysis_changes_with_a_function_or_method_it_did_not_look_up() -> None:
+    """What a key per function and method would rest on, over every fixture: an edit of the
+    constants of a function or method that an analysis neither looked up nor summarised leaves
+    its findings as they were."""
+    found = load_benchmark("unit_soundness").check(FIXTURES, sample=10_000, jobs=1)
+    assert found.files > 350 and found.kept > 100
+    assert found.breaks == []
