@@ -2,6 +2,7 @@
 claim a dependency keyed per function and method would rest on, checked before it is built.
 
     python benchmarks/unit_soundness.py PROJECT [--sample N] [--seed S] [--jobs J] [--module PATH ...]
+    python benchmarks/unit_soundness.py --summaries MODULE [MODULE ...]
 
 `definition_reads.py --members` measures what such keys would save: what each analysis looks
 up of a module (names at its top level, members of its classes) and which summaries of the
@@ -24,6 +25,12 @@ tries to break that:
    outside `SUMMARIES` first suspects.
 
 Exit status 1 when a break was found.
+
+`--summaries` asks instead how often a summary keyed by all it found would change: for each
+function and method of each MODULE, its body is emptied (lines kept) and the summaries
+compared, and the count of edits that change each is printed. A body edit usually adds or
+drops a call, which most summaries list (by the name it spells, or all of them); a key that
+compared whole summaries would redo every file that walked one.
 """
 
 from __future__ import annotations
@@ -164,6 +171,38 @@ def edits(text: str) -> list[tuple[str, str]]:
     return found
 
 
+def emptied(text: str) -> list[tuple[str, str]]:
+    """(unit, edited text) for each function and method `edits` would consider, its body
+    replaced by `pass` lines (every line kept)."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    found: list[tuple[str, str]] = []
+    for statement in tree.body:
+        members = [(f"{statement.name}.{m.name}", m) for m in statement.body if isinstance(m, functions)] if isinstance(statement, ast.ClassDef) else []
+        for name, node in [(statement.name, statement)] if isinstance(statement, functions) else members:
+            first, last = node.body[0].lineno, node.end_lineno or node.lineno
+            if first == node.lineno:
+                continue
+            indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
+            found.append((name, "".join([*lines[: first - 1], *[f"{indent}pass\n"] * (last - first + 1), *lines[last:]])))
+    return found
+
+
+def summary_changes(path: str) -> tuple[int, Counter[str]]:
+    """How many of the module's functions and methods there are to empty, and per summary how
+    many of those edits change it (a class's summaries count as one, `class`)."""
+    text = Path(path).read_text()
+    before = dict(summaries(path, text)[1])
+    changed: Counter[str] = Counter()
+    units = emptied(text)
+    for _, edited in units:
+        after = dict(summaries(path, edited)[1])
+        differ = {key.strip("'").split()[0] for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+        changed.update(differ | ({"any"} if differ else set()))
+    return len(units), changed
+
+
 def _changed(value: object) -> str | None:
     """The source of another constant of the same kind, or None to leave it."""
     if isinstance(value, bool):
@@ -243,12 +282,19 @@ def check(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("project", type=Path)
+    parser.add_argument("project", type=Path, nargs="?")
+    parser.add_argument("--summaries", type=Path, nargs="+", default=[], help="how often emptying a body changes each summary of these modules")
     parser.add_argument("--sample", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--module", type=Path, nargs="+", default=[], help="check only the dependents of these modules, and only these")
     args = parser.parse_args(argv)
+    for module in args.summaries:
+        count, changed = summary_changes(os.fspath(module))
+        by = ", ".join(f"{name} {n}" for name, n in changed.most_common() if name != "any")
+        print(f"{module}: {changed['any']} of {count} emptied bodies change a summary ({by or 'none'})")
+    if args.project is None:
+        return 0
     found = check(args.project, args.sample, args.seed, args.jobs, args.module, progress=print)
     print(
         f"{found.files} files analysed alone, {found.pairs} (file, module read) pairs: of the functions and methods each did not "

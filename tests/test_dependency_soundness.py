@@ -157,3 +157,13 @@ def test_no_fixture_analysis_changes_with_a_function_or_method_it_did_not_look_u
     found = load_benchmark("unit_soundness").check(FIXTURES, sample=10_000, jobs=1)
     assert found.files > 350 and found.kept > 100
     assert found.breaks == []
+
+
+def test_unit_soundness_counts_the_summaries_an_emptied_body_changes(tmp_path: Path) -> None:
+    """`--summaries`: emptying the one function that makes a call changes the module's calls by
+    spelling and the calls of the called function; emptying the others changes no summary."""
+    module = tmp_path / "ops.py"
+    module.write_text("def g(x):\n    return x\n\n\ndef caller(x):\n    return g(x)\n\n\ndef plain(x):\n    y = x\n    return y\n")
+    count, changed = load_benchmark("unit_soundness").summary_changes(str(module))
+    assert count == 3
+    assert changed == {"any": 1, "spellings": 1, "calls_of": 1}
