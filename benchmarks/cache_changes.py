@@ -18,7 +18,8 @@ warm, then:
    read); every timed run starts from a copy of the cache the whole-corpus runs left (the
    warm cache of the unedited tree), so no edit's figure depends on the edits before it.
    `--files` names the files to edit instead (a library's hubs, which a draw seldom holds),
-   and prints each one's figure;
+   and prints each one's figure; `--edits` larger than the model files edits them all (the
+   whole distribution, not a draw's); the edits slower than `--over` seconds (2) are named;
 3. checks that the last warm run's output equals a cold run's.
 
 The runs may write ckptlint's bytecode (`PYTHONDONTWRITEBYTECODE` is dropped for them): an
@@ -75,6 +76,7 @@ def main() -> None:
     parser.add_argument("--edit", choices=["comment", "code", "both"], default="both")
     parser.add_argument("--code", nargs="+", default=[], metavar="LABEL=PATH", help="checkouts to compare (default: the installed ckptlint)")
     parser.add_argument("--files", nargs="+", default=[], metavar="PATH", help="files to edit (below CORPUS) instead of a random draw, each reported")
+    parser.add_argument("--over", type=float, default=2.0, metavar="SECONDS", help="name the edits slower than this (the target's bound)")
     args = parser.parse_args()
     codes: list[tuple[str, Path | None]] = [(item.partition("=")[0], Path(item.partition("=")[2]).resolve()) for item in args.code] or [("ckptlint", None)]
     work = Path(tempfile.mkdtemp(prefix="ckptlint-cache-changes-"))
@@ -149,6 +151,10 @@ def main() -> None:
                     f"({chosen[slowest].relative_to(work)}); re-analysed median {statistics.median(counts[label]):.0f}, "
                     f"max {max(counts[label])}"
                 )
+                slow = sorted(((seconds, chosen[i]) for i, seconds in enumerate(spent) if seconds > args.over), reverse=True)
+                if slow:
+                    named = ", ".join(f"{path.relative_to(work)} {seconds:.2f} s" for seconds, path in slow[:10])
+                    print(f"{label:>10}   {len(slow)} of {len(spent)} over {args.over:g} s: {named}")
         for (label, code), (_, _, _, cold_output) in zip(codes, cold_outputs):
             shutil.rmtree(work / f".cache-{label}")  # the cache after the last edit's run, with that edit undone
             shutil.copytree(work / f".last-{label}", work / f".cache-{label}")
