@@ -306,22 +306,23 @@ def report(found: ModuleReads, root: Path) -> list[str]:
     return lines
 
 
-def units(path: str) -> list[tuple[str, int]]:
-    """(name, lines) of each function at the module's top level and each method of a class
-    there (`Class.method`): what a key per function and method would key."""
-    tree = ast.parse(Path(path).read_bytes())
-    found: list[tuple[str, int]] = []
+def function_units(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(name, node) of each function at the module's top level and each method of a class there
+    (`Class.method`): what a key per function and method would key."""
     functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
     for statement in tree.body:
         if isinstance(statement, functions):
-            found.append((statement.name, (statement.end_lineno or statement.lineno) - statement.lineno + 1))
+            found.append((statement.name, statement))
         elif isinstance(statement, ast.ClassDef):
-            found.extend(
-                (f"{statement.name}.{method.name}", (method.end_lineno or method.lineno) - method.lineno + 1)
-                for method in statement.body
-                if isinstance(method, functions)
-            )
+            found.extend((f"{statement.name}.{method.name}", method) for method in statement.body if isinstance(method, functions))
     return found
+
+
+def units(path: str) -> list[tuple[str, int]]:
+    """(name, lines) of each of the module's `function_units`."""
+    tree = ast.parse(Path(path).read_bytes())
+    return [(name, (node.end_lineno or node.lineno) - node.lineno + 1) for name, node in function_units(tree)]
 
 
 def report_members(found: ModuleReads) -> list[str]:

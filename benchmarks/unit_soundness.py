@@ -41,6 +41,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -58,7 +59,7 @@ from ckptlint.project import Project
 from ckptlint.source import SourceFile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from definition_reads import Reads, noting  # noqa: E402 - a sibling script, imported as a module
+from definition_reads import Reads, function_units, noting  # noqa: E402 - a sibling script, imported as a module
 from dependency_soundness import ColdRun  # noqa: E402
 
 # the walks of a module whole whose results the summaries below hold (definition_reads' names)
@@ -137,17 +138,9 @@ def edits(text: str) -> list[tuple[str, str]]:
     class there (`Class.method`) that holds a constant to change: every boolean of its body
     flipped, every number one more, every string one letter longer (f-strings, bytes and `None`
     left as they are). Every line stays where it was; columns move."""
-    tree = ast.parse(text)
-    lines = text.splitlines(keepends=True)
-    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
-    units: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
-    for statement in tree.body:
-        if isinstance(statement, functions):
-            units.append((statement.name, statement))
-        elif isinstance(statement, ast.ClassDef):
-            units.extend((f"{statement.name}.{m.name}", m) for m in statement.body if isinstance(m, functions))
+    lines = _lines(text)
     found: list[tuple[str, str]] = []
-    for name, node in units:
+    for name, node in function_units(ast.parse(text)):
         in_fstrings = {id(n) for s in node.body for j in ast.walk(s) if isinstance(j, ast.JoinedStr) for n in ast.walk(j)}
         constants = [
             c
@@ -174,18 +167,14 @@ def edits(text: str) -> list[tuple[str, str]]:
 def emptied(text: str) -> list[tuple[str, str]]:
     """(unit, edited text) for each function and method `edits` would consider, its body
     replaced by `pass` lines (every line kept)."""
-    tree = ast.parse(text)
-    lines = text.splitlines(keepends=True)
-    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    lines = _lines(text)
     found: list[tuple[str, str]] = []
-    for statement in tree.body:
-        members = [(f"{statement.name}.{m.name}", m) for m in statement.body if isinstance(m, functions)] if isinstance(statement, ast.ClassDef) else []
-        for name, node in [(statement.name, statement)] if isinstance(statement, functions) else members:
-            first, last = node.body[0].lineno, node.end_lineno or node.lineno
-            if first == node.lineno:
-                continue
-            indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
-            found.append((name, "".join([*lines[: first - 1], *[f"{indent}pass\n"] * (last - first + 1), *lines[last:]])))
+    for name, node in function_units(ast.parse(text)):
+        first, last = node.body[0].lineno, node.end_lineno or node.lineno
+        if first == node.lineno:
+            continue
+        indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
+        found.append((name, "".join([*lines[: first - 1], *[f"{indent}pass\n"] * (last - first + 1), *lines[last:]])))
     return found
 
 
@@ -201,6 +190,11 @@ def summary_changes(path: str) -> tuple[int, Counter[str]]:
         differ = {key.strip("'").split()[0] for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
         changed.update(differ | ({"any"} if differ else set()))
     return len(units), changed
+
+
+def _lines(text: str) -> list[str]:
+    """The lines as the parser numbers them (`str.splitlines` also splits at form feeds)."""
+    return re.findall(r"[^\n]*\n|[^\n]+$", text)
 
 
 def _changed(value: object) -> str | None:
