@@ -79,6 +79,7 @@ SUMMARIZED_WALKS = frozenset(
 class Check:
     files: int = 0  # analysed alone
     pairs: int = 0  # (file, project module it depends on, read or not)
+    unreadable: int = 0  # of those, modules that do not decode or parse here
     kept: int = 0  # edits of a unit not looked up that left the findings as they were
     skipped: int = 0  # edits that changed a summary (a keyed walk would redo the file)
     looked_up: int = 0  # units the analysis looked up (not edited)
@@ -253,9 +254,13 @@ def check(
             result.pairs += 1
             unlisted = sorted(reads.walkers - SUMMARIZED_WALKS)
             result.unlisted.update(unlisted)
-            text = Path(module).read_text()
-            before = summaries(module, text)
-            for unit, edited in edits(text):
+            try:
+                text = Path(module).read_text()
+                before, units = summaries(module, text), edits(text)
+            except (SyntaxError, UnicodeDecodeError, ValueError):
+                result.unreadable += 1  # the analysis reported it as CKP000; nothing to edit
+                continue
+            for unit, edited in units:
                 owner = unit.partition(".")[0] if "." in unit else None
                 if unit in reads.names or (owner is not None and f"{owner}.*" in reads.names):
                     result.looked_up += 1
@@ -291,10 +296,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     found = check(args.project, args.sample, args.seed, args.jobs, args.module, progress=print)
     print(
-        f"{found.files} files analysed alone, {found.pairs} (file, module read) pairs: of the functions and methods each did not "
+        f"{found.files} files analysed alone, {found.pairs} (file, project module it depends on) pairs: of the functions and methods each did not "
         f"look up, {found.kept} edits kept the findings, {found.skipped} changed a summary (redone), {len(found.breaks)} broke; "
         f"{found.looked_up} looked up (not edited)"
     )
+    if found.unreadable:
+        print(f"{found.unreadable} pairs left out: the module does not decode or parse here")
     if found.unlisted:
         print("walks outside the summaries, by pair:", ", ".join(f"{name} {count}" for name, count in found.unlisted.most_common()))
     return 1 if found.breaks else 0
