@@ -53,6 +53,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any, Iterator
 
 from ckptlint import classes, symbols
@@ -87,16 +88,22 @@ class _Noted:
         self.reads.setdefault(module, Reads()).names.add(name)
 
     def listing(self, module: str, owner: str, depth: int) -> None:
-        """A class's members listed (`--members`): all of them read, unless the engine's bookkeeping listed them."""
-        if BOOKKEEPING not in sys._getframe(depth + 1).f_code.co_filename:
+        """A class's members listed (`--members`): all of them read."""
+        if _analysis_caller(depth + 1) is not None:
             self.name(module, f"{owner}.*")
 
     def walk(self, module: str, depth: int) -> None:
-        frame = sys._getframe(depth + 1)
-        if BOOKKEEPING in frame.f_code.co_filename:
-            return
-        where = f"{Path(frame.f_code.co_filename).stem}.{frame.f_code.co_name}"
-        self.reads.setdefault(module, Reads()).walkers.add(where)
+        frame = _analysis_caller(depth + 1)
+        if frame is not None:
+            where = f"{Path(frame.f_code.co_filename).stem}.{frame.f_code.co_name}"
+            self.reads.setdefault(module, Reads()).walkers.add(where)
+
+
+def _analysis_caller(depth: int) -> FrameType | None:
+    """The frame `depth` levels above the caller, unless it is the engine's bookkeeping (which
+    reads modules to record them, not to analyse)."""
+    frame = sys._getframe(depth + 1)
+    return None if BOOKKEEPING in frame.f_code.co_filename else frame
 
 
 class _NotingBindings(dict):  # type: ignore[type-arg]  # a scope's bindings, as symbols.Scope keeps them

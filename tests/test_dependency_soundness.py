@@ -14,6 +14,31 @@ from pathlib import Path
 
 from conftest import FIXTURES, load_benchmark
 
+# a model whose region runs `{helper}` of `pkg.ops` (a function)
+HELPER_MODEL = (
+    "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.ops import {helper}\n\n\n"
+    "class {name}(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
+    "    def block(self, x):\n        return {helper}(self.fc(x))\n\n"
+    "    def forward(self, x):\n        return checkpoint(self.block, x, use_reentrant=False)\n"
+)
+# a model whose region runs `pkg.ops.Jitter` (a module)
+JITTER_MODEL = (
+    "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.ops import Jitter\n\n\n"
+    "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.jitter = Jitter()\n\n"
+    "    def forward(self, x):\n        return checkpoint(self.jitter, x, use_reentrant=False)\n"
+)
+
+
+def _package(tmp_path: Path, **modules: str) -> Path:
+    """`tmp_path/pkg` holding `modules` (stem -> text) and an empty `__init__.py`, under a `pyproject.toml`."""
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for stem, text in modules.items():
+        (package / f"{stem}.py").write_text(text)
+    return package
+
 
 def test_no_fixture_analysis_reads_a_module_its_cached_result_does_not_depend_on() -> None:
     found = load_benchmark("dependency_soundness").check(FIXTURES, sample=10_000, jobs=1)
@@ -30,14 +55,13 @@ def test_what_a_memoised_answer_read_beside_a_module_is_read_by_every_file_that_
     as its imports are."""
     from test_construction import BUILDER, BUILT_MODEL
 
-    (tmp_path / "pyproject.toml").write_text("")
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "builder.py").write_text(BUILDER)
-    (package / "model_a.py").write_text(BUILT_MODEL.format(arguments=""))
-    (package / "model_b.py").write_text(BUILT_MODEL.format(arguments="").replace("class Net", "class OtherNet"))
-    (package / "user.py").write_text("from torch import nn\n\nfrom pkg.builder import Builder\n\nBLOCK = Builder(norm_layer=nn.LayerNorm).block()\n")
+    package = _package(
+        tmp_path,
+        builder=BUILDER,
+        model_a=BUILT_MODEL.format(arguments=""),
+        model_b=BUILT_MODEL.format(arguments="").replace("class Net", "class OtherNet"),
+        user="from torch import nn\n\nfrom pkg.builder import Builder\n\nBLOCK = Builder(norm_layer=nn.LayerNorm).block()\n",
+    )
     found = load_benchmark("dependency_soundness").check(package, sample=100, jobs=1)
     assert found.analysed == 2 and found.unrecorded == {}
 
@@ -47,20 +71,13 @@ def test_definition_reads_tells_a_name_read_from_a_module_walked_whole(tmp_path:
     whose region runs a helper of `ops.py` reads the helper by name and the other function not
     at all; the block's module, whose classes' attributes the mutability analysis gathers from
     every statement of it, is walked whole. Each count is one the benchmark prints."""
-    (tmp_path / "pyproject.toml").write_text("")
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "ops.py").write_text("import random\n\n\ndef jitter(x):\n    return x * random.random()\n\n\ndef unused(x):\n    return x\n")
-    (package / "model.py").write_text(
-        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.ops import jitter\n\n\n"
-        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
-        "    def block(self, x):\n        return jitter(self.fc(x))\n\n"
-        "    def forward(self, x):\n        return checkpoint(self.block, x, use_reentrant=False)\n"
+    package = _package(
+        tmp_path,
+        ops="import random\n\n\ndef jitter(x):\n    return x * random.random()\n\n\ndef unused(x):\n    return x\n",
+        model=HELPER_MODEL.format(helper="jitter", name="Net"),
     )
     benchmark = load_benchmark("definition_reads")
-    ops = benchmark.measure(package, [package / "ops.py"], sample=10, jobs=1)
-    (found,) = ops
+    (found,) = benchmark.measure(package, [package / "ops.py"], sample=10, jobs=1)
     (reads,) = found.measured.values()
     assert found.dependents == 1
     assert "jitter" in reads.names and "unused" not in reads.names
@@ -73,21 +90,12 @@ def test_definition_reads_shared_charges_a_file_with_what_its_process_read_befor
     file is charged with every name its process read of the module up to its end. Two models
     each run one helper of `ops.py` in their region: whichever is analysed second is charged
     with both helpers, the first with its own only."""
-    (tmp_path / "pyproject.toml").write_text("")
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "ops.py").write_text(
-        "import random\n\n\ndef jitter(x):\n    return x * random.random()\n\n\ndef scale(x):\n    return x * 2\n\n\ndef unused(x):\n    return x\n"
+    package = _package(
+        tmp_path,
+        ops="import random\n\n\ndef jitter(x):\n    return x * random.random()\n\n\ndef scale(x):\n    return x * 2\n\n\ndef unused(x):\n    return x\n",
+        model_a=HELPER_MODEL.format(helper="jitter", name="NetA"),
+        model_b=HELPER_MODEL.format(helper="scale", name="NetB"),
     )
-    model = (
-        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.ops import {helper}\n\n\n"
-        "class {name}(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
-        "    def block(self, x):\n        return {helper}(self.fc(x))\n\n"
-        "    def forward(self, x):\n        return checkpoint(self.block, x, use_reentrant=False)\n"
-    )
-    (package / "model_a.py").write_text(model.format(helper="jitter", name="NetA"))
-    (package / "model_b.py").write_text(model.format(helper="scale", name="NetB"))
     benchmark = load_benchmark("definition_reads")
     (found,) = benchmark.measure_shared(package, [package / "ops.py"], jobs=1)
     assert found.dependents == 2
@@ -102,26 +110,19 @@ def test_definition_reads_members_tells_the_method_looked_up_from_the_others(tmp
     """`--members`: a region that runs one method of a helper class looks that method up in its
     class, not the class's other method; a key per function and method would redo the model for
     an edit of the one and not the other."""
-    (tmp_path / "pyproject.toml").write_text("")
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "ops.py").write_text(
-        "import random\n\nfrom torch import nn\n\n\nclass Jitter(nn.Module):\n    def forward(self, x):\n        return x * random.random()\n\n"
-        "    def describe(self):\n        return 'jitter'\n"
-    )
-    (package / "model.py").write_text(
-        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.ops import Jitter\n\n\n"
-        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.jitter = Jitter()\n\n"
-        "    def forward(self, x):\n        return checkpoint(self.jitter, x, use_reentrant=False)\n"
+    package = _package(
+        tmp_path,
+        ops="import random\n\nfrom torch import nn\n\n\nclass Jitter(nn.Module):\n    def forward(self, x):\n        return x * random.random()\n\n"
+        "    def describe(self):\n        return 'jitter'\n",
+        model=JITTER_MODEL,
     )
     benchmark = load_benchmark("definition_reads")
     (found,) = benchmark.measure(package, [package / "ops.py"], sample=10, jobs=1, members=True)
     (reads,) = found.measured.values()
     assert "Jitter.forward" in reads.names and "Jitter.describe" not in reads.names
     assert benchmark.units(str(package / "ops.py")) == [("Jitter.forward", 2), ("Jitter.describe", 2)]
-    first, keyed = benchmark.report_members(found)
-    assert keyed.endswith("read by none 1 (2 lines)")
+    listed, keyed = benchmark.report_members(found)
+    assert listed.endswith("read by none 1 (2 lines)") and keyed.endswith("read by none 1 (2 lines)")
 
 
 def test_unit_soundness_finds_an_edit_of_a_method_looked_up_but_not_noted(tmp_path: Path) -> None:
@@ -129,18 +130,11 @@ def test_unit_soundness_finds_an_edit_of_a_method_looked_up_but_not_noted(tmp_pa
     and checks that its findings stay. A region runs `Jitter.forward`, whose `if True:` guards
     a Python random draw: noted as a member looked up, only `describe` is edited (kept); with
     the member door closed, `forward` is edited too and the finding goes: a break, named."""
-    (tmp_path / "pyproject.toml").write_text("")
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "ops.py").write_text(
-        "import random\n\nfrom torch import nn\n\n\nclass Jitter(nn.Module):\n    def forward(self, x):\n        if True:\n"
-        "            return x * random.random()\n        return x\n\n    def describe(self):\n        return 'jitter'\n"
-    )
-    (package / "model.py").write_text(
-        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom pkg.ops import Jitter\n\n\n"
-        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.jitter = Jitter()\n\n"
-        "    def forward(self, x):\n        return checkpoint(self.jitter, x, use_reentrant=False)\n"
+    package = _package(
+        tmp_path,
+        ops="import random\n\nfrom torch import nn\n\n\nclass Jitter(nn.Module):\n    def forward(self, x):\n        if True:\n"
+        "            return x * random.random()\n        return x\n\n    def describe(self):\n        return 'jitter'\n",
+        model=JITTER_MODEL,
     )
     benchmark = load_benchmark("unit_soundness")
     assert [unit for unit, _ in benchmark.edits((package / "ops.py").read_text())] == ["Jitter.forward", "Jitter.describe"]
