@@ -161,6 +161,15 @@ BUILTIN_APIS: tuple[CheckpointAPI, ...] = (
         summary="checkpoint_wrapper(module): replays module.forward (non-reentrant unless CheckpointImpl.REENTRANT)",
     ),
     CheckpointAPI(
+        f"{_TORCH_WRAPPER}.CheckpointWrapper",
+        "torch",
+        MODULE,
+        IMPL_ARGUMENT,
+        region_keyword="mod",
+        takes_preserve_rng_state=True,
+        summary="CheckpointWrapper(mod): the class checkpoint_wrapper() returns, constructed directly; replays mod.forward",
+    ),
+    CheckpointAPI(
         f"{_TORCH_WRAPPER}.apply_activation_checkpointing",
         "torch",
         MODEL,

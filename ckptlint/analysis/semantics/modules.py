@@ -17,6 +17,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from ckptlint.analysis.knowledge import torch_api
+from ckptlint.analysis.semantics.factories import forwarded_class_parameter, keyword_sources, named_parameters
 from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.analysis.semantics.values import (
     ClassObjectType,
@@ -52,6 +53,7 @@ class ModuleConstruction:
         self._feeding: dict[int, tuple[str, ...]] = {}
         self._sites: dict[int, list[tuple[ast.Call, Scope, bool, ModuleSymbols]]] = {}  # init node id -> (call, scope, passes self, its module)
         self._beside_sites: dict[int, list[tuple[ast.Call, Scope, bool, ModuleSymbols]]] = {}  # class scope id -> those in the modules beside it
+        self._factories: dict[int, list[tuple[ast.Call, Scope, ModuleSymbols, frozenset[str]]]] = {}  # class scope id -> factory calls handed it
         self._spellings: dict[int, _SpellingIndex] = {}  # by module id
 
     # -- what kind of object ------------------------------------------------------
@@ -294,7 +296,34 @@ class ModuleConstruction:
             argument = _bind(init, call, passes_self).get(binding.name)
             if argument is not None:
                 found.update(inference.types(argument, at, scope, 1))
+        if self.is_module_class(info):  # `build_model_with_cfg(ResNet, ..., **kwargs)` here and in the files registering it
+            for call, scope, at, taken in self._factory_sites(inference, module, info):
+                for expression, where in keyword_sources(call, binding.name, at, scope, taken):
+                    found.update(inference.types(expression, at, where, 1))
         return frozenset(found)
+
+    def _factory_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, ModuleSymbols, frozenset[str]]]:
+        """Calls that hand the class to a factory which constructs it with the keywords it is
+        given (`build_model_with_cfg(Net, variant, **kwargs)`), in the class's module and the
+        modules beside it that register configurations of it; with the factory's named
+        parameters, which take their keywords before the class sees them."""
+        beside = self.beside.of(info)  # asked on every answer: each file that reads the sites depends on those modules
+        sites = self._factories.get(id(info.scope))
+        if sites is None:
+            sites = []
+            for other in beside:
+                index = self._spelling_index(other)
+                for position in index.handed.get(info.name, ()):
+                    call, scope = index.calls[position]
+                    handed = [i for i, argument in enumerate(call.args) if _last_name(argument) == info.name and self._names(inference, argument, other, scope, info)]
+                    if not handed:
+                        continue
+                    for factory in inference.types(call.func, other, scope):
+                        if isinstance(factory, FunctionType) and forwarded_class_parameter(factory.node) in handed:
+                            sites.append((call, scope, other, named_parameters(factory.node)))
+                            break
+            self._factories[id(info.scope)] = sites
+        return sites
 
     def _other_modules_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, bool, ModuleSymbols]]:
         """`Cls(...)` calls in the modules beside the class's that use it (`EfficientNetBuilder(norm_layer=...)`
@@ -365,8 +394,15 @@ class _SpellingIndex:
         self.init_called: dict[str, list[int]] = {}  # `Cls.__init__(self, ...)`: by `Cls`
         self.super_inits: list[int] = []  # `super().__init__(...)`
         self.subclasses: dict[str, list[ast.ClassDef]] = {}  # by the last name of one of their bases
+        self.handed: dict[str, list[int]] = {}  # `build(Cls, ...)`: by `Cls`, a name passed positionally
         for position, (call, _) in enumerate(module.calls):
             func = call.func
+            for argument in call.args:
+                handed = _last_name(argument)
+                if handed is not None:
+                    positions = self.handed.setdefault(handed, [])
+                    if not positions or positions[-1] != position:
+                        positions.append(position)
             if isinstance(func, ast.Attribute) and func.attr == "__init__":
                 if _is_super(call):
                     self.super_inits.append(position)

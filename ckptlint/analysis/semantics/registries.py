@@ -181,11 +181,19 @@ def case_split(passed: tuple[tuple[str, Types], ...]) -> list[tuple[tuple[str, T
 def is_choice(types: Types, passed: bool = False) -> bool:
     """Whether an argument's types can choose what a builder builds; a `None` passed for one
     (`ConvModule(..., norm_cfg=None)`) chooses to build nothing."""
-    return any(isinstance(t, CHOICE_TYPES) or t in FLAGS for t in types) or (passed and types == NONE_ONLY)
+    return any(_chooses(t) for t in types) or (passed and types == NONE_ONLY)
 
 
 def choices(types: Types) -> Types:
-    return frozenset(t for t in types if isinstance(t, CHOICE_TYPES) or t == NONE_TYPE or t in FLAGS)
+    return frozenset(t for t in types if _chooses(t) or t == NONE_TYPE)
+
+
+def _chooses(item: Type) -> bool:
+    """A literal, config dict, class or flag; or a sequence of classes (`block_fns=(Bottleneck,) * 4`,
+    one block class per stage)."""
+    if isinstance(item, ContainerType) and item.kind == torch_api.SEQUENCE:
+        return any(isinstance(e, ClassObjectType) for e in item.elements)
+    return isinstance(item, CHOICE_TYPES) or item in FLAGS
 
 
 def registrations(module: ModuleSymbols) -> list[tuple[ast.expr, Scope, str, ast.ClassDef]]:

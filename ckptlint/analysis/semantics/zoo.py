@@ -16,6 +16,7 @@ from typing import Iterable
 from ckptlint.analysis.flow.dict_writes import DictWrites, dict_writes
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
+from ckptlint.analysis.semantics.factories import rest_keyword_sources
 from ckptlint.analysis.semantics.protocol import EMPTY, Passed, TypeEvaluator
 from ckptlint.analysis.semantics.values import (
     ClassObjectType,
@@ -29,6 +30,7 @@ from ckptlint.analysis.semantics.values import (
 from ckptlint.classes import ClassInfo
 from ckptlint.symbols import (
     ASSIGN,
+    COMPREHENSION,
     IMPORT,
     PARAM,
     ModuleSymbols,
@@ -255,8 +257,8 @@ class ZooChoices(TypeEvaluator):
             if keyword.arg is not None or not isinstance(keyword.value, ast.Name):
                 continue
             key = id(keyword.value)
-            if key not in self._dict_writes:
-                self._dict_writes[key] = dict_writes(module, scope, keyword.value)
+            if key not in self._dict_writes:  # `[block(**ba) for _ in ...]`: the dict is the function's
+                self._dict_writes[key] = dict_writes(module, _function_scope(scope), keyword.value)
             writes = self._dict_writes[key]
             if writes is None:
                 continue
@@ -264,6 +266,14 @@ class ZooChoices(TypeEvaluator):
             sure, opaque = set(writes.sure), writes.opaque
             for mapping, on_every_path, start in writes.merged:  # `ba.update(self.dd)`: the keys its type knows
                 keyed = [t for t in self.types(mapping, module, scope, depth + 1) if isinstance(t, KeyedType)]
+                if not keyed:  # `dict(dilation=d, **kwargs)`: what the function's callers pass in its `**kwargs`
+                    for k in wanted:
+                        passed = rest_keyword_sources(mapping, k, module, scope)
+                        if passed is not None and passed[0]:
+                            sources, every_caller = passed
+                            values[k] = values.get(k, EMPTY) | frozenset().union(*(self.types(e, module, s, depth + 1) for e, s in sources))
+                            if every_caller and on_every_path:
+                                sure.add(k)
                 opaque = opaque or (not keyed and not start)  # an unknown mapping merged later may give any key
                 for item in keyed:
                     for k, types in item.items:
@@ -329,6 +339,13 @@ class ZooChoices(TypeEvaluator):
         return ClassType(info.qualified_name, config=tuple(sorted(passed.items()))) if passed else ClassType(info.qualified_name)
 
 
+
+
+def _function_scope(scope: Scope) -> Scope:
+    """The function a comprehension's code runs in (its own scope holds only its loop variables)."""
+    while scope.kind == COMPREHENSION and scope.parent is not None:
+        scope = scope.parent
+    return scope
 
 
 def _parameter_names(scope: Scope) -> set[str]:
