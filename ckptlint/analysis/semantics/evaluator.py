@@ -573,6 +573,22 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             found.update(types)
         return frozenset(found)
 
+    def set_from_parameters(self, item: ClassType, attribute: str) -> bool:
+        """Whether a module's `attribute` is only ever set from its constructor's own parameters or
+        constants (`self.drop = drop`), so what its constructions pass decides it; a value read from a
+        configuration object (`self.drop = config.drop_rate`) is whatever file a run loads."""
+        info = self.classes.by_name(item.name)
+        if info is None or not self.construction.is_module_class(info):
+            return False
+        for cls in self.classes.mro(info):
+            for assignment in cls.attribute_assignments.get(attribute, ()):
+                value = assignment.value
+                node = assignment.method.node
+                parameters = {a.arg for a in (*positional_parameters(node.args), *node.args.kwonlyargs)} if isinstance(node, ast.FunctionDef) else set()
+                if not (isinstance(value, ast.Constant) or (isinstance(value, ast.Name) and value.id in parameters)):
+                    return False
+        return True
+
     def _stored_from_outside(self, module: ModuleSymbols, attribute: str) -> bool:
         """Whether the module assigns `attribute` on an object other than a method's `self`
         (`m.is_first_chunk = flag`): read from the text, as a whole-module walk costs more."""

@@ -20,6 +20,7 @@ from ckptlint.analysis.semantics.values import (
     ClassObjectType,
     LiteralType,
     Value,
+    number_of,
 )
 
 _FALSE_TYPES = frozenset({NONE_TYPE, FALSE_TYPE})
@@ -79,6 +80,10 @@ def known_truth(test: ast.expr, lookup: Lookup, values: bool = False) -> bool | 
         return (not decisive) if all(outcome is not None for outcome in outcomes) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
         return _identity_test(test, lookup)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], tuple(_ORDER)):
+        numeric = _numeric_test(test, lookup)
+        if numeric is not None:
+            return numeric
     if not values:
         return None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
@@ -104,10 +109,48 @@ def _truthiness(value: Value) -> bool | None:
 def _literal_truth(item: LiteralType) -> bool:
     if not item.number:
         return bool(item.value)
-    try:
-        return bool(int(item.value))
-    except ValueError:
-        return True
+    number = number_of(item)
+    return True if number is None else bool(number)
+
+
+_ORDER: dict[type[ast.cmpop], Callable[[float, float], bool]] = {
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+}
+_MIRRORED: dict[type[ast.cmpop], type[ast.cmpop]] = {ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+
+
+def _numeric_test(test: ast.Compare, lookup: Lookup) -> bool | None:
+    """`self.drop > 0.` with `self.drop` known to be only number constants (what every
+    construction of the instance passed, or the default): decided when all agree."""
+    left, right, op = test.left, test.comparators[0], type(test.ops[0])
+    if _number(left) is not None:
+        left, right, op = right, left, _MIRRORED[op]
+    bound = _number(right)
+    path = _dotted(left)
+    if bound is None or path is None:
+        return None
+    value = lookup(path)
+    numbers = [number_of(t) for t in value.types] if value is not None and value.types else [None]
+    known = [n for n in numbers if n is not None]
+    if len(known) < len(numbers):
+        return None
+    outcomes = {_ORDER[op](n, bound) for n in known}
+    return outcomes.pop() if len(outcomes) == 1 else None
+
+
+def _number(expr: ast.expr) -> float | None:
+    """A number constant, `-1` included."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        inner = _number(expr.operand)
+        return None if inner is None else -inner
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool):
+        return float(expr.value)
+    return None
 
 
 def _strings(value: Value | None) -> set[str] | None:

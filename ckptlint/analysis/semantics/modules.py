@@ -27,6 +27,7 @@ from ckptlint.analysis.semantics.values import (
     Type,
     Types,
     element_types,
+    number_of,
     ordered,
     short_circuit,
 )
@@ -213,9 +214,10 @@ class ModuleConstruction:
                 types = given | (EMPTY if default is None else inference.types(default, owner.module, init.parent or init, depth + 1))
             else:
                 types = given
-            recorded.append((name, tuple(ordered(t for t in types if self.is_module(t) or isinstance(t, (ClassObjectType, FunctionType))))))
-        if not any(types for _, types in recorded):
-            return ()
+            # modules and what builds them; numbers too, for the tests on them (`if self.drop > 0:`)
+            recorded.append((name, tuple(ordered(t for t in types if self.is_module(t) or isinstance(t, (ClassObjectType, FunctionType)) or number_of(t) is not None))))
+        if all(number_of(t) is not None for _, types in recorded for t in types):
+            return ()  # no module passed: the class's attributes, with every construction's numbers, answer
         return tuple(recorded)
 
     def _feeding_parameters(self, init: Scope) -> tuple[str, ...]:

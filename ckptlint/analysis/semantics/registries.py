@@ -61,8 +61,8 @@ def literal(value: object) -> Types:
     anything else is neither."""
     if isinstance(value, str) and len(value) <= MAX_LITERAL:
         return frozenset({LiteralType(value)})
-    if isinstance(value, int) and not isinstance(value, bool):
-        return frozenset({LiteralType(str(value), number=True)})
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return frozenset({LiteralType(repr(value), number=True)})
     return frozenset()
 
 
@@ -190,9 +190,11 @@ def choices(types: Types) -> Types:
 
 def _chooses(item: Type) -> bool:
     """A literal, config dict, class or flag; or a sequence of classes (`block_fns=(Bottleneck,) * 4`,
-    one block class per stage)."""
+    one block class per stage). A float (a rate, a scale, an epsilon) chooses nothing built."""
     if isinstance(item, ContainerType) and item.kind == torch_api.SEQUENCE:
         return any(isinstance(e, ClassObjectType) for e in item.elements)
+    if isinstance(item, LiteralType) and item.number and not item.value.lstrip("-").isdigit():
+        return False
     return isinstance(item, CHOICE_TYPES) or item in FLAGS
 
 

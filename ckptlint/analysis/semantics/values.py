@@ -70,7 +70,8 @@ class ClassObjectType:
 @dataclass(frozen=True)
 class LiteralType:
     """A string constant (`'BN'`, `norm_layer='layernorm'`): a registry key or a config value;
-    `number`: an int constant, kept as its text for the names built from it (`'bn' + str(1)`)."""
+    `number`: an int or float constant, kept as its text for the names built from it (`'bn' + str(1)`)
+    and for the tests that compare it (`if self.drop > 0.`)."""
 
     value: str
     number: bool = False
@@ -223,9 +224,21 @@ FALSE_TYPE = ClassType("builtins.bool.False")
 TRUE_TYPE = ClassType("builtins.bool.True")
 
 
+def number_of(item: Type) -> float | None:
+    """The number an int or float constant's type holds; None for any other type."""
+    if not (isinstance(item, LiteralType) and item.number):
+        return None
+    try:
+        return float(item.value)
+    except ValueError:
+        return None
+
+
 def _falsy(item: Type) -> bool:
-    """A value that is always false: None, False, `''`, `0`."""
-    return item in (NONE_TYPE, FALSE_TYPE) or (isinstance(item, LiteralType) and item.value in (("0",) if item.number else ("",)))
+    """A value that is always false: None, False, `''`, `0`, `0.`."""
+    if isinstance(item, LiteralType):
+        return number_of(item) == 0 if item.number else item.value == ""
+    return item in (NONE_TYPE, FALSE_TYPE)
 
 
 def _truthy(item: Type) -> bool:
