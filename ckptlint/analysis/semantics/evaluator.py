@@ -574,18 +574,20 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
         return frozenset(found)
 
     def set_from_parameters(self, item: ClassType, attribute: str) -> bool:
-        """Whether a module's `attribute` is only ever set from its constructor's own parameters or
-        constants (`self.drop = drop`), so what its constructions pass decides it; a value read from a
-        configuration object (`self.drop = config.drop_rate`) is whatever file a run loads."""
+        """Whether a module's `attribute` is only ever set from constants or from an `__init__` parameter
+        that every construction the project shows gives a number constant (`self.drop = drop`, built as
+        `ResidualDrop(m)`), so a test comparing it with a number is decided; a value read from a
+        configuration object (`self.drop = config.drop_rate`) or the command line is whatever a run loads."""
         info = self.classes.by_name(item.name)
         if info is None or not self.construction.is_module_class(info):
             return False
         for cls in self.classes.mro(info):
             for assignment in cls.attribute_assignments.get(attribute, ()):
                 value = assignment.value
-                node = assignment.method.node
-                parameters = {a.arg for a in (*positional_parameters(node.args), *node.args.kwonlyargs)} if isinstance(node, ast.FunctionDef) else set()
-                if not (isinstance(value, ast.Constant) or (isinstance(value, ast.Name) and value.id in parameters)):
+                if isinstance(value, ast.Constant):
+                    continue
+                in_init = getattr(assignment.method.node, "name", "") == "__init__"
+                if not (in_init and isinstance(value, ast.Name) and self.construction.numbers_known(self, cls, value.id)):
                     return False
         return True
 

@@ -32,7 +32,8 @@ from ckptlint.analysis.semantics.values import (
     short_circuit,
 )
 from ckptlint.classes import ClassIndex, ClassInfo
-from ckptlint.symbols import CLASS, Binding, ModuleSymbols, Scope, positional_parameters
+from ckptlint.passed_arguments import calls_of, parameter_position, passed_argument
+from ckptlint.symbols import CLASS, PARAM, Binding, ModuleSymbols, Scope, positional_parameters
 from ckptlint.syntax import walk
 
 if TYPE_CHECKING:
@@ -304,6 +305,37 @@ class ModuleConstruction:
                     found.update(inference.types(expression, at, where, 1))
         return frozenset(found)
 
+    def numbers_known(self, inference: TypeEvaluator, info: ClassInfo, parameter: str) -> bool:
+        """Whether the constructions of the class the project shows (in its module, the modules beside
+        it, and the factories handed it), at least one, each give `__init__` parameter `parameter` a
+        number constant: passed as one, through a chain of parameters with number defaults, or
+        left at a number default. A value from anywhere else (`getattr(args, 'drop', 0)`, a config
+        attribute) is whatever a run loads, so a test on it is not decided."""
+        found = self.classes.find_method(info, "__init__")
+        if found is None:
+            return False
+        owner, init = found
+        default = _default(init, parameter)
+        module = owner.module
+        sites = [(call, scope, passes_self, module) for call, scope, passes_self in self._find_sites(inference, module, info)]
+        sites += self._other_modules_sites(inference, module, info)
+        if not sites and not self._factory_sites(inference, module, info):
+            return False
+        for call, scope, passes_self, at in sites:
+            argument = _bind(init, call, passes_self).get(parameter)
+            if argument is None:
+                if default is None or _number(default) is None or _may_unpack(call):
+                    return False
+            elif not numeric_source(argument, at, scope):
+                return False
+        for call, scope, at, taken in self._factory_sites(inference, module, info):
+            sources = keyword_sources(call, parameter, at, scope, taken)
+            if not all(numeric_source(expression, at, where) for expression, where in sources):
+                return False
+            if not sources and (default is None or _number(default) is None):
+                return False
+        return True
+
     def _factory_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, ModuleSymbols, frozenset[str]]]:
         """Calls that hand the class to a factory which constructs it with the keywords it is
         given (`build_model_with_cfg(Net, variant, **kwargs)`), in the class's module and the
@@ -464,6 +496,47 @@ def _bind(init: Scope, call: ast.Call, passes_self: bool) -> dict[str, ast.expr]
         if keyword.arg is not None:
             bound[keyword.arg] = keyword.value
     return bound
+
+
+def _may_unpack(call: ast.Call) -> bool:
+    """A `*args` or `**kwargs` in the call, which may carry any parameter."""
+    return any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+
+
+def _number(expr: ast.expr | None) -> float | None:
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        inner = _number(expr.operand)
+        return None if inner is None else -inner
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool):
+        return float(expr.value)
+    return None
+
+
+def numeric_source(expr: ast.expr, module: ModuleSymbols, scope: Scope, hops: int = 3) -> bool:
+    """Whether `expr` is a number constant, or a parameter of its function that has a number
+    default and that every call of the function in the module passes a number source (or leaves out)."""
+    if _number(expr) is not None:
+        return True
+    if hops <= 0 or not isinstance(expr, ast.Name):
+        return False
+    function = next((b.scope for b in module.lookup(scope, expr.id) if b.kind == PARAM), None)
+    if function is None:
+        return False
+    default = _default_of(function, expr.id)
+    if _number(default) is None:
+        return False
+    position = parameter_position(function, expr.id)
+    for call, caller in calls_of(module, function):
+        argument = passed_argument(call, expr.id, position)
+        if argument is None and _may_unpack(call):
+            return False
+        if argument is not None and not numeric_source(argument, module, caller, hops - 1):
+            return False
+    return True
+
+
+def _default_of(function: Scope, name: str) -> ast.expr | None:
+    return _default(function, name) if isinstance(function.node, ast.FunctionDef) else None
 
 
 def _default(init: Scope, name: str) -> ast.expr | None:
