@@ -407,7 +407,7 @@ class FunctionInterpreter(CallDispatch):
             known = self.inference.flag_types(item, attribute) if isinstance(item, ClassType) else None
             if known is None:
                 return None  # set outside `__init__`, to a value not known, or a library object's
-            if any(number_of(t) is not None for t in known) and not self.inference.set_from_parameters(item, attribute):  # type: ignore[arg-type]  # flag_types answered: a ClassType
+            if any(number_of(t) is not None for t in known) and not self.inference.construction.set_from_parameters(self.inference, item, attribute):  # type: ignore[arg-type]  # flag_types answered: a ClassType
                 return None  # a number read from a configuration object, which a run may load with others
             types.update(known)
         return Value(types=frozenset(types))

@@ -4,6 +4,7 @@
 - `values.py`: abstract values (where an object comes from, what it is).
 - `evaluator.py`: `TypeInference`, types of expressions from the bindings that produce them.
 - `modules.py`: how model code builds its modules beyond `self.x = Block()`.
+- `factories.py`: where a class handed to a model factory gets its constructor keywords.
 - `module_structure.py`: what an `nn.Module` holds and calls: children, submodules, methods.
 - `zoo.py`: what builders, registries and configurations choose to build.
 - `registries.py`: literal keys, config dicts and registries of model zoos.

@@ -573,24 +573,6 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             found.update(types)
         return frozenset(found)
 
-    def set_from_parameters(self, item: ClassType, attribute: str) -> bool:
-        """Whether a module's `attribute` is only ever set from constants or from an `__init__` parameter
-        that every construction the project shows gives a number constant (`self.drop = drop`, built as
-        `ResidualDrop(m)`), so a test comparing it with a number is decided; a value read from a
-        configuration object (`self.drop = config.drop_rate`) or the command line is whatever a run loads."""
-        info = self.classes.by_name(item.name)
-        if info is None or not self.construction.is_module_class(info):
-            return False
-        for cls in self.classes.mro(info):
-            for assignment in cls.attribute_assignments.get(attribute, ()):
-                value = assignment.value
-                if isinstance(value, ast.Constant):
-                    continue
-                in_init = getattr(assignment.method.node, "name", "") == "__init__"
-                if not (in_init and isinstance(value, ast.Name) and self.construction.numbers_known(self, cls, value.id)):
-                    return False
-        return True
-
     def _stored_from_outside(self, module: ModuleSymbols, attribute: str) -> bool:
         """Whether the module assigns `attribute` on an object other than a method's `self`
         (`m.is_first_chunk = flag`): read from the text, as a whole-module walk costs more."""

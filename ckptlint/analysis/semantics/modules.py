@@ -305,6 +305,24 @@ class ModuleConstruction:
                     found.update(inference.types(expression, at, where, 1))
         return frozenset(found)
 
+    def set_from_parameters(self, inference: TypeEvaluator, item: ClassType, attribute: str) -> bool:
+        """Whether a module's `attribute` is only ever set from constants or from an `__init__` parameter
+        that every construction the project shows gives a number constant (`self.drop = drop`, built as
+        `ResidualDrop(m)`), so a test comparing it with a number is decided; a value read from a
+        configuration object (`self.drop = config.drop_rate`) or the command line is whatever a run loads."""
+        info = self.classes.by_name(item.name)
+        if info is None or not self.is_module_class(info):
+            return False
+        for cls in self.classes.mro(info):
+            for assignment in cls.attribute_assignments.get(attribute, ()):
+                value = assignment.value
+                if isinstance(value, ast.Constant):
+                    continue
+                in_init = getattr(assignment.method.node, "name", "") == "__init__"
+                if not (in_init and isinstance(value, ast.Name) and self.numbers_known(inference, cls, value.id)):
+                    return False
+        return True
+
     def numbers_known(self, inference: TypeEvaluator, info: ClassInfo, parameter: str) -> bool:
         """Whether the constructions of the class the project shows (in its module, the modules beside
         it, and the factories handed it), at least one, each give `__init__` parameter `parameter` a
