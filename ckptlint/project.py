@@ -439,6 +439,8 @@ class Project:
             return None
 
     def _defines(self, module_name: str, name: str) -> bool:
+        if self.never_read(module_name) and not name.startswith("_"):
+            return True  # `from torch.distributed import *`: torch's source is never read, and a star import binds its public names
         path = self.module_path(module_name)
         if path is None or (self.loaded_at(os.fspath(path)) is None and not self._may_define(path, name)):
             return False

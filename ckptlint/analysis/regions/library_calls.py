@@ -55,7 +55,7 @@ from ckptlint.analysis.semantics.values import (
     merge,
     ordered,
 )
-from ckptlint.symbols import ASSIGN
+from ckptlint.symbols import ASSIGN, DEF
 from ckptlint.syntax import keyword_value
 
 _ITERATION_BUILTINS = frozenset({"next", "iter", "map", "filter", "zip", "enumerate", "reversed", "sorted"})
@@ -75,7 +75,7 @@ class LibraryCalls:
         short = torch_api.short_name(name)
         callee = ast.unparse(node.func)
         op = collectives.FUNCTIONS.get(name)
-        if op is not None:  # before following it: Megatron's and DeepSpeed's wrappers may be installed
+        if op is not None and not _defined_in_project(run, name):  # the installed library's wrapper: not followed
             self._communication(run, name, op, node, arguments, keywords)
             return LOCAL_VALUE
         if torch_api.is_python_draw(name):
@@ -389,6 +389,13 @@ def _sequence_of(element: TupleType) -> Value:
 
 def _drawn(callee: str) -> Value:
     return Value(volatile=frozenset({Volatility(f"a random draw (`{callee}()`)")}))
+
+
+def _defined_in_project(run: Interpreter, name: str) -> bool:
+    """A function of that name the linted project defines (a vendored copy of Megatron's mappings): its
+    code is followed, so the collective inside is reported at its own line, not at the call."""
+    found = run.analysis.project.global_binding(name)
+    return found is not None and found[1].kind == DEF and not found[0].library
 
 
 def _has_dropout(node: ast.Call) -> bool:
