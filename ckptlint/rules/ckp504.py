@@ -32,7 +32,10 @@ class NondeterministicRecompute(RegionRule):
           `return weights, experts`, a router module's `forward`) leaves the decision to its
           caller: the selection is reported where the caller routes them (`weights, experts =
           self.router(x)` then `F.one_hot(experts, n)`), through any number of helpers that
-          return them on; the message names the function that routes. Indices kept for a metric
+          return them on; the message names the function that routes. Indices handed on as an
+          argument (`self.experts(x, top_k_index, weights)`, the router/experts split of
+          transformers 5's MoE models) are reported when the callee routes with the parameter
+          they bind (a use there under `torch.no_grad()` counts: the experts' mask is read after it). Indices kept for a metric
           (`(logits.argmax(-1) == labels).float().mean()`) or discarded (`values, _ =
           torch.topk(...)`) are not reported; neither are `stable=True` sorts. A sort of a
           selection's indices (`torch.argsort(experts.view(-1))` after `torch.topk`,
@@ -130,6 +133,9 @@ class NondeterministicRecompute(RegionRule):
         "selection": "`{callee}()` ({family}) is recomputed inside the region and its indices route (`{use}`, line {use_line}): "
         "near-equal scores can pick other indices at recompute, so the backward routes differently from the forward; " + _FIX,
         "returned-selection": "`{callee}()` ({family}) is recomputed inside the region and its indices, returned to {use_in}, route there "
+        "(`{use}`, line {use_line}): near-equal scores can pick other indices at recompute, so the backward routes differently "
+        "from the forward; " + _FIX,
+        "handed-selection": "`{callee}()` ({family}) is recomputed inside the region and its indices, handed to {use_in}, route there "
         "(`{use}`, line {use_line}): near-equal scores can pick other indices at recompute, so the backward routes differently "
         "from the forward; " + _FIX,
         "accumulation": "`{callee}()` ({family}) is recomputed inside the region and its result feeds {feeds} (`{use}`, line {use_line}): "

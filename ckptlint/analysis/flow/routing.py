@@ -12,7 +12,8 @@ sort of the indices is reported at the selection, not as a selection of its own
 or discarded (`values, _ = torch.topk(...)`) do not route: a recompute that picks other
 indices among ties changes nothing the backward reads. Read from the function's own lines,
 in order from the selection on (a loop that uses a name before the line computing it is not
-followed); names flowing into a callee are not followed.
+followed); names handed to a callee are listed (`handed_on`) for the caller's interpreter,
+which asks the callee whether its parameter routes (`parameter_routing_use`).
 """
 
 from __future__ import annotations
@@ -101,6 +102,43 @@ def returned_indices(function: ast.AST, call: ast.Call, position: int | None) ->
                 if isinstance(element, ast.Name) and element.id in derived:
                     return Returned(index)
     return None
+
+
+def handed_on(function: ast.AST, call: ast.Call, position: int | None) -> list[tuple[ast.Call, int | str]]:
+    """The later calls of the function that are handed the indices `call`'s result holds at
+    `position` (or a name computed from them) as an argument of their own (`self.experts(x,
+    top_k_index, weights)`): each call with the argument's position or keyword. Whether they
+    route there is the callee's to say (`parameter_routing_use`)."""
+    parents = parent_map(function)
+    holder, target = _holder(call, parents, position)
+    if holder is None:
+        return []
+    derived = flowing_names(function, set(_index_names(target, position)), call.lineno)
+    if not derived:
+        return []
+    branches = list(if_branches(function))
+    found: list[tuple[ast.Call, int | str]] = []
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call) or node is call or node.lineno < call.lineno or exclusive_lines(branches, call.lineno, node.lineno):
+            continue
+        found += [(node, index) for index, argument in enumerate(node.args) if isinstance(argument, ast.Name) and argument.id in derived]
+        found += [(node, k.arg) for k in node.keywords if k.arg is not None and isinstance(k.value, ast.Name) and k.value.id in derived]
+    return found
+
+
+def parameter_routing_use(function: ast.AST, name: str) -> ast.AST | None:
+    """Where the function routes with the indices its parameter `name` holds (`F.one_hot(top_k_index,
+    n)` in an experts module handed its router's selection), or None when it does not."""
+    parents = parent_map(function)
+    derived = flowing_names(function, {name}, 0)
+    uses = [
+        found
+        for node in ast.walk(function)
+        if isinstance(node, ast.Name) and node.id in derived and isinstance(node.ctx, ast.Load)
+        for found in [_routing_position(node, parents)]
+        if found is not None
+    ]
+    return min(uses, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))) if uses else None
 
 
 def index_names(function: ast.AST, call: ast.Call, short: str) -> set[str]:

@@ -13,7 +13,7 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
-from ckptlint.analysis.flow.routing import returned_indices, routing_use_at
+from ckptlint.analysis.flow.routing import handed_on, parameter_routing_use, returned_indices, routing_use_at
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.regions import binding, coverage
 from ckptlint.analysis.regions.libraries import reached_at
@@ -22,6 +22,7 @@ from ckptlint.analysis.regions.protocol import Interpreter
 from ckptlint.analysis.regions.summary import (
     NONDETERMINISTIC_OP,
     Effect,
+    HandedIndices,
     ReturnedSelection,
     Summary,
     approximation_note,
@@ -41,7 +42,7 @@ from ckptlint.analysis.semantics.values import (
     merge,
     ordered,
 )
-from ckptlint.symbols import ModuleSymbols, Scope
+from ckptlint.symbols import ModuleSymbols, Scope, positional_parameters
 
 if TYPE_CHECKING:  # typed against the interface; at run time no protocol members (its properties) are inherited
     _Interpreter = Interpreter
@@ -265,6 +266,7 @@ class CallDispatch(_Interpreter):
             return LOCAL_VALUE
         summary = self.analysis.summary(module, scope, context)
         self.mark(node)
+        self._route_handed_indices(node, function, scope)
         if self.calls is not None:
             self.calls.extend(summary.calls)
         into_library = module.library and not self.module.library  # reported at this line (analysis/regions/libraries.py)
@@ -302,6 +304,20 @@ class CallDispatch(_Interpreter):
             returned = returned_indices(function, node, selection.position)
             if returned is not None:
                 self.returned_selections.append(ReturnedSelection(effect, returned.position))
+            else:
+                self.handed_indices.extend(HandedIndices(effect, call, slot) for call, slot in handed_on(function, node, selection.position))
+
+    def _route_handed_indices(self, node: ast.Call, function: FunctionType, scope: Scope) -> None:
+        """Indices this function handed to the callee of `node` (`self.experts(x, top_k_index, w)`):
+        reported (CKP504) where the callee routes with the parameter they bind."""
+        for handed in [h for h in self.handed_indices if h.call is node]:
+            parameter = _bound_parameter(scope, handed.slot, function.receiver is not None)
+            used = parameter_routing_use(scope.node, parameter) if parameter is not None else None
+            if used is None or self.inference_only(node):
+                continue
+            where = f"`{scope.qualname}`" if function.module is handed.effect.module else f"`{scope.qualname}` ({os.path.basename(function.module.source.display_path)})"  # type: ignore[attr-defined]  # project functions carry their module
+            facts = (("use", ast.unparse(used)), ("use_line", str(getattr(used, "lineno", node.lineno))), ("use_in", where))
+            self.record(replace(handed.effect, variant="handed-selection", facts=handed.effect.facts + facts))
 
     def _where_used(self, effect: Effect) -> str:
         """`SparseMoE.dispatch`, with its file when the selection is in another one."""
@@ -314,6 +330,17 @@ class CallDispatch(_Interpreter):
         for attribute, value in summary.stored_attributes:
             path = f"{receiver}.{attribute}"
             self.env[path] = replace(value, path=path)
+
+
+def _bound_parameter(scope: Scope, slot: int | str, bound_method: bool) -> str | None:
+    """The parameter of the function `scope` that argument `slot` (a position or a keyword) binds."""
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    positional = [a.arg for a in positional_parameters(node.args)][1 if bound_method else 0 :]
+    if isinstance(slot, int):
+        return positional[slot] if slot < len(positional) else None
+    return slot if slot in positional or slot in {a.arg for a in node.args.kwonlyargs} else None
 
 
 def _is_super_call(expr: ast.expr, module: ModuleSymbols, scope: Scope) -> bool:

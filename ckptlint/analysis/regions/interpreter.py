@@ -49,6 +49,7 @@ from ckptlint.analysis.regions.summary import (
     UNSTABLE_BRANCH,
     Context,
     Effect,
+    HandedIndices,
     ReturnedSelection,
     StateKey,
     Summary,
@@ -150,6 +151,7 @@ class FunctionInterpreter(CallDispatch):
         self.closure = dict(context.closure)
         self.effects: list[Effect] = []
         self.returned_selections: list[ReturnedSelection] = []
+        self.handed_indices: list[HandedIndices] = []
         self._seen: set[tuple[str, int]] = set()
         self.conditions: list[str] = []  # what the branches being run need of the call (argument_guard)
         self.optional_parameters = none_default_parameters(scope.node)

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ckptlint.analysis.flow.accumulation import decision_use, result_names
 from ckptlint.analysis.flow.integers import INDICES, is_integer, kind_of
-from ckptlint.analysis.flow.routing import Returned, index_names, index_position, returned_indices, routing_use
+from ckptlint.analysis.flow.routing import Returned, handed_on, index_names, index_position, returned_indices, routing_use
 from ckptlint.analysis.flow.saved_outputs import producer_of
 from ckptlint.analysis.knowledge import aten_ops, collectives, torch_api
 from ckptlint.analysis.regions.protocol import Interpreter
@@ -32,6 +32,7 @@ from ckptlint.analysis.regions.summary import (
     TENSOR_STATE,
     TORCH_RANDOM,
     Effect,
+    HandedIndices,
     ReturnedSelection,
 )
 from ckptlint.analysis.semantics import registries
@@ -215,6 +216,7 @@ class LibraryCalls:
         function = run.scope.node
         facts: tuple[tuple[str, str], ...] = (("callee", callee), ("family", op.family), ("op", op.op))
         returned: Returned | None = None
+        handed: list[tuple[ast.Call, int | str]] = []
         if op.kind == aten_ops.SELECTION:
             sorted_input = aten_ops.sorted_input(node, method) if short in aten_ops.SORTS else None
             if sorted_input is not None and kind_of(function, sorted_input) == INDICES:
@@ -222,7 +224,8 @@ class LibraryCalls:
             used = routing_use(function, node, short)
             if used is None:
                 returned = returned_indices(function, node, index_position(short))  # the caller may route them
-                if returned is None:
+                handed = handed_on(function, node, index_position(short)) if returned is None else []  # or a callee they are handed to
+                if returned is None and not handed:
                     return
             else:
                 facts += (("use", ast.unparse(used)), ("use_line", str(getattr(used, "lineno", node.lineno))))
@@ -239,6 +242,8 @@ class LibraryCalls:
         effect = Effect(NONDETERMINISTIC_OP, run.module, node, op.kind, facts, saved_as=frozenset({op.op}))
         if returned is not None:
             run.returned_selections.append(ReturnedSelection(effect, returned.position))  # reported where a caller routes them
+        elif handed:
+            run.handed_indices.extend(HandedIndices(effect, call, slot) for call, slot in handed)  # reported where a callee routes them
         else:
             run.record(effect)
 

@@ -13,7 +13,7 @@ import ast
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from ckptlint.analysis.regions.coverage import CallLog
-from ckptlint.analysis.regions.summary import Context, Effect, ReturnedSelection, Summary
+from ckptlint.analysis.regions.summary import Context, Effect, HandedIndices, ReturnedSelection, Summary
 from ckptlint.analysis.semantics.values import Value
 from ckptlint.classes import ClassIndex
 from ckptlint.project import Project
@@ -46,6 +46,7 @@ class Interpreter(Protocol):
     closure: dict[str, Value]
     effects: list[Effect]
     returned_selections: list[ReturnedSelection]  # selections whose indices the caller decides on (CKP504)
+    handed_indices: list[HandedIndices]  # selections whose indices a later call of this function may route with (CKP504)
     tracker: WriteTracker
     calls: CallLog | None  # what it called, when coverage is asked for (coverage.py)
 

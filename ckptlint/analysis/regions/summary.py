@@ -99,6 +99,17 @@ class ReturnedSelection:
 
 
 @dataclass(frozen=True)
+class HandedIndices:
+    """A selection's indices that a function hands to a later call of its own (`self.experts(x,
+    top_k_index, w)`) at argument `slot` (a position or a keyword): reported (CKP504) when the
+    callee routes with the parameter they bind."""
+
+    effect: Effect
+    call: ast.Call
+    slot: int | str
+
+
+@dataclass(frozen=True)
 class Context:
     """What a function is called with: `self`, its arguments, its closure; entries take inputs."""
 
