@@ -113,14 +113,16 @@ def handed_on(function: ast.AST, call: ast.Call, position: int | None) -> list[t
     holder, target = _holder(call, parents, position)
     if holder is None:
         return []
-    derived = flowing_names(function, set(_index_names(target, position)), call.lineno)
-    if not derived:
+    names = set(_index_names(target, position))
+    if not names:
         return []
     branches = list(if_branches(function))
     found: list[tuple[ast.Call, int | str]] = []
     for node in ast.walk(function):
         if not isinstance(node, ast.Call) or node is call or node.lineno < call.lineno or exclusive_lines(branches, call.lineno, node.lineno):
             continue
+        # what the names hold when the call reads them: `h = self.experts(h, idx, w)` hands on `idx`, not `h`
+        derived = flowing_names(function, names, call.lineno, until=node.lineno) if node.lineno > call.lineno else names
         found += [(node, index) for index, argument in enumerate(node.args) if isinstance(argument, ast.Name) and argument.id in derived]
         found += [(node, k.arg) for k in node.keywords if k.arg is not None and isinstance(k.value, ast.Name) and k.value.id in derived]
     return found
@@ -149,14 +151,19 @@ def index_names(function: ast.AST, call: ast.Call, short: str) -> set[str]:
     return flowing_names(function, set(_index_names(target, position)), call.lineno) if holder is not None else set()
 
 
-def flowing_names(function: ast.AST, names: set[str], line: int, bound: Callable[[ast.expr], set[str]] | None = None) -> set[str]:
+def flowing_names(
+    function: ast.AST, names: set[str], line: int, bound: Callable[[ast.expr], set[str]] | None = None, until: int | None = None
+) -> set[str]:
     """`names` and every name assigned from an expression mentioning one of them, reading the
-    function's assignments in order from `line` on (shared with accumulation.py). `bound`:
-    the names an assignment target binds (default: every name in it, `out[idx]`'s `idx` too)."""
+    function's assignments in order from `line` on, and before line `until` when given (shared
+    with accumulation.py). `bound`: the names an assignment target binds (default: every name
+    in it, `out[idx]`'s `idx` too)."""
     derived = set(names)
     if not derived:
         return derived
-    statements = sorted((s for s in own_statements(function) if s.lineno >= line), key=lambda s: (s.lineno, s.col_offset))
+    statements = sorted(
+        (s for s in own_statements(function) if s.lineno >= line and (until is None or s.lineno < until)), key=lambda s: (s.lineno, s.col_offset)
+    )
     for statement in statements:
         if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and statement.value is not None:
             if _mentions(statement.value, derived):

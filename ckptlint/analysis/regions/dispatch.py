@@ -304,8 +304,8 @@ class CallDispatch(_Interpreter):
             returned = returned_indices(function, node, selection.position)
             if returned is not None:
                 self.returned_selections.append(ReturnedSelection(effect, returned.position))
-            else:
-                self.handed_indices.extend(HandedIndices(effect, call, slot) for call, slot in handed_on(function, node, selection.position))
+            # also when returned: a name assigned from the callee handed them (`h = self.experts(h, idx, w)`) reads as holding them
+            self.handed_indices.extend(HandedIndices(effect, call, slot) for call, slot in handed_on(function, node, selection.position))
 
     def _route_handed_indices(self, node: ast.Call, function: FunctionType, scope: Scope) -> None:
         """Indices this function handed to the callee of `node` (`self.experts(x, top_k_index, w)`):

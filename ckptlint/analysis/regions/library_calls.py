@@ -224,7 +224,7 @@ class LibraryCalls:
             used = routing_use(function, node, short)
             if used is None:
                 returned = returned_indices(function, node, index_position(short))  # the caller may route them
-                handed = handed_on(function, node, index_position(short)) if returned is None else []  # or a callee they are handed to
+                handed = handed_on(function, node, index_position(short))  # or a callee they are handed to
                 if returned is None and not handed:
                     return
             else:
@@ -240,10 +240,10 @@ class LibraryCalls:
         if run.inference_only(node, lambda: follow(function, node, short)):
             return  # eval mode, or grad off with a result that stays there: the backward differentiates nothing it decides
         effect = Effect(NONDETERMINISTIC_OP, run.module, node, op.kind, facts, saved_as=frozenset({op.op}))
-        if returned is not None:
-            run.returned_selections.append(ReturnedSelection(effect, returned.position))  # reported where a caller routes them
-        elif handed:
-            run.handed_indices.extend(HandedIndices(effect, call, slot) for call, slot in handed)  # reported where a callee routes them
+        if returned is not None or handed:
+            if returned is not None:
+                run.returned_selections.append(ReturnedSelection(effect, returned.position))  # reported where a caller routes them
+            run.handed_indices.extend(HandedIndices(effect, call, slot) for call, slot in handed)  # or where a callee does
         else:
             run.record(effect)
 
