@@ -20,6 +20,7 @@ from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.autograd_functions import APPLY, applied_forward
 from ckptlint.analysis.semantics.config_fields import field_keys
+from ckptlint.analysis.semantics.known_truth import none_test_types
 from ckptlint.analysis.semantics.module_structure import ModuleStructure
 from ckptlint.analysis.semantics.modules import ModuleConstruction
 from ckptlint.analysis.semantics.modules_beside import ModulesBeside
@@ -152,6 +153,8 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             return element_types(self.types(expr.value, module, scope, depth + 1))
         if isinstance(expr, ast.NamedExpr):
             return self.types(expr.value, module, scope, depth + 1)
+        if isinstance(expr, ast.Compare):  # `norm_cfg is not None`: a flag, when the operand's types say
+            return none_test_types(expr, lambda operand: self.types(operand, module, scope, depth + 1))
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):  # `abbr + str(postfix)`: a name to register under
             return registries.concatenated([self.types(side, module, scope, depth + 1) for side in (expr.left, expr.right)])
         if isinstance(expr, ast.JoinedStr):

@@ -19,6 +19,7 @@ from ckptlint.analysis.semantics.values import (
     TRUE_TYPE,
     ClassObjectType,
     LiteralType,
+    Types,
     Value,
     number_of,
 )
@@ -104,6 +105,24 @@ def _truthiness(value: Value) -> bool | None:
         else:
             return None
     return outcomes.pop() if len(outcomes) == 1 else None
+
+
+def none_test_types(test: ast.Compare, types_of: Callable[[ast.expr], Types]) -> Types:
+    """What `x is None` / `x is not None` gives as a flag (`self.with_norm = norm_cfg is not None`)
+    when the operand's types say whether it is None: `False`, `True`, or both; nothing for another
+    comparison or an operand whose types are not known."""
+    if not (len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))):
+        return frozenset()
+    operand, other = test.left, test.comparators[0]
+    if isinstance(operand, ast.Constant) and operand.value is None:
+        operand, other = other, operand
+    if not (isinstance(other, ast.Constant) and other.value is None):
+        return frozenset()
+    types = types_of(operand)
+    if not types:
+        return frozenset()
+    negate = isinstance(test.ops[0], ast.IsNot)
+    return frozenset(TRUE_TYPE if (item == NONE_TYPE) != negate else FALSE_TYPE for item in types)
 
 
 def _literal_truth(item: LiteralType) -> bool:

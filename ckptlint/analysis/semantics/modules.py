@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics.factories import forwarded_class_parameter, keyword_sources, named_parameters
+from ckptlint.analysis.semantics.known_truth import none_test_types
 from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.analysis.semantics.values import (
     ClassObjectType,
@@ -27,6 +28,7 @@ from ckptlint.analysis.semantics.values import (
     Type,
     Types,
     element_types,
+    NONE_TYPE,
     number_of,
     ordered,
     short_circuit,
@@ -215,8 +217,9 @@ class ModuleConstruction:
                 types = given | (EMPTY if default is None else inference.types(default, owner.module, init.parent or init, depth + 1))
             else:
                 types = given
-            # modules and what builds them; numbers too, for the tests on them (`if self.drop > 0:`)
-            recorded.append((name, tuple(ordered(t for t in types if self.is_module(t) or isinstance(t, (ClassObjectType, FunctionType)) or number_of(t) is not None))))
+            # modules and what builds them; None (`ConvModule(c)` builds no norm where `ConvModule(c, norm_layer=BN)` does);
+            # numbers too, for the tests on them (`if self.drop > 0:`)
+            recorded.append((name, tuple(ordered(t for t in types if self.is_module(t) or isinstance(t, (ClassObjectType, FunctionType)) or t == NONE_TYPE or number_of(t) is not None))))
         if all(number_of(t) is not None for _, types in recorded for t in types):
             return ()  # no module passed: the class's attributes, with every construction's numbers, answer
         return tuple(recorded)
@@ -250,6 +253,8 @@ class ModuleConstruction:
             return bound.get(expr.id)
         if isinstance(expr, ast.IfExp):
             return sub(expr.body) | sub(expr.orelse)
+        if isinstance(expr, ast.Compare):  # `self.with_norm = norm_layer is not None`
+            return none_test_types(expr, sub) or None
         if isinstance(expr, ast.BoolOp):
             return short_circuit(isinstance(expr.op, ast.Or), [sub(v) for v in expr.values])
         if isinstance(expr, ast.Starred):
