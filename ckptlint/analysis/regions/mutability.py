@@ -285,6 +285,8 @@ class Mutability:
                 writer = binding.written_from
                 if writer is None or writer.qualname in construction_only or _is_configuration_setter(writer.node):
                     continue
+                if getattr(writer.node, "name", "") in torch_api.INIT_LIKE_METHODS:
+                    continue  # `global ATTENTION_MODE` set by a model's `__init__`: configuration fixed at construction
                 if name not in lazy_initialised_names(writer.node):
                     where = writer.qualname or "<module>"
                     found.setdefault(name, f"reassigned in {where} (line {binding.line})")
