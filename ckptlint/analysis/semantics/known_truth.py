@@ -147,9 +147,9 @@ def _numeric_test(test: ast.Compare, lookup: Lookup) -> bool | None:
     """`self.drop > 0.` with `self.drop` known to be only number constants (what every
     construction of the instance passed, or the default): decided when all agree."""
     left, right, op = test.left, test.comparators[0], type(test.ops[0])
-    if _number(left) is not None:
+    if number_constant(left) is not None:
         left, right, op = right, left, _MIRRORED[op]
-    bound = _number(right)
+    bound = number_constant(right)
     path = _dotted(left)
     if bound is None or path is None:
         return None
@@ -162,10 +162,10 @@ def _numeric_test(test: ast.Compare, lookup: Lookup) -> bool | None:
     return outcomes.pop() if len(outcomes) == 1 else None
 
 
-def _number(expr: ast.expr) -> float | None:
-    """A number constant, `-1` included."""
+def number_constant(expr: ast.expr | None) -> float | None:
+    """A number constant's value, `-1` included; None for any other expression."""
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
-        inner = _number(expr.operand)
+        inner = number_constant(expr.operand)
         return None if inner is None else -inner
     if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool):
         return float(expr.value)

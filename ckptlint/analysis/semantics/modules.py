@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics.factories import forwarded_class_parameter, keyword_sources, named_parameters
-from ckptlint.analysis.semantics.known_truth import none_test_types
+from ckptlint.analysis.semantics.known_truth import none_test_types, number_constant
 from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.analysis.semantics.values import (
     ClassObjectType,
@@ -347,7 +347,7 @@ class ModuleConstruction:
         for call, scope, passes_self, at in sites:
             argument = _bind(init, call, passes_self).get(parameter)
             if argument is None:
-                if default is None or _number(default) is None or _may_unpack(call):
+                if default is None or number_constant(default) is None or _may_unpack(call):
                     return False
             elif not numeric_source(argument, at, scope):
                 return False
@@ -355,7 +355,7 @@ class ModuleConstruction:
             sources = keyword_sources(call, parameter, at, scope, taken)
             if not all(numeric_source(expression, at, where) for expression, where in sources):
                 return False
-            if not sources and (default is None or _number(default) is None):
+            if not sources and (default is None or number_constant(default) is None):
                 return False
         return True
 
@@ -526,19 +526,10 @@ def _may_unpack(call: ast.Call) -> bool:
     return any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
 
 
-def _number(expr: ast.expr | None) -> float | None:
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
-        inner = _number(expr.operand)
-        return None if inner is None else -inner
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool):
-        return float(expr.value)
-    return None
-
-
 def numeric_source(expr: ast.expr, module: ModuleSymbols, scope: Scope, hops: int = 3) -> bool:
     """Whether `expr` is a number constant, or a parameter of its function that has a number
     default and that every call of the function in the module passes a number source (or leaves out)."""
-    if _number(expr) is not None:
+    if number_constant(expr) is not None:
         return True
     if hops <= 0 or not isinstance(expr, ast.Name):
         return False
@@ -546,7 +537,7 @@ def numeric_source(expr: ast.expr, module: ModuleSymbols, scope: Scope, hops: in
     if function is None:
         return False
     default = _default_of(function, expr.id)
-    if _number(default) is None:
+    if number_constant(default) is None:
         return False
     position = parameter_position(function, expr.id)
     for call, caller in calls_of(module, function):
