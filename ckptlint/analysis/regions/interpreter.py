@@ -399,7 +399,8 @@ class FunctionInterpreter(CallDispatch):
         """A local's value, or an attribute's of one (`self.inplace`: what the instance's
         constructor chose), for deciding a test: no reads logged, no effects."""
         if name in self.env or "." not in name:
-            return self.env.get(name, self.closure.get(name))
+            found = self.env.get(name, self.closure.get(name))
+            return found if found is not None else self._enclosing_receiver(name)
         base_name, _, attribute = name.rpartition(".")
         base = self.eval_name_quietly(base_name)
         if base is None or not base.types:
@@ -413,6 +414,15 @@ class FunctionInterpreter(CallDispatch):
                 return None  # a number read from a configuration object, which a run may load with others
             types.update(known)
         return Value(types=frozenset(types))
+
+    def _enclosing_receiver(self, name: str) -> Value | None:
+        """The `self` of the method a nested function (`def _inner_forward(x):`, checkpointed) is
+        defined in, as `free_name` gives it: so `if self.with_plugin:` there is decided as in the method."""
+        binding = self.module.binding(self.scope, name)
+        if binding is None or binding.kind != "param" or binding.scope is self.scope or binding.scope.kind == MODULE:
+            return None
+        owner = self.inference.self_class(self.module, binding.scope, name)
+        return Value(frozenset({OUTER}), frozenset({ClassType(owner.qualified_name)}), path=name) if owner is not None else None
 
     def assign(self, target: ast.expr, value: Value, node: ast.AST, accumulating: bool = False) -> None:
         if isinstance(target, ast.Name):
