@@ -124,6 +124,11 @@ class LibraryCalls:
             attribute = node.args[1].value if len(node.args) > 2 and isinstance(node.args[1], ast.Constant) else None
             if isinstance(attribute, str):  # a plain store under a fixed name
                 run.store_attribute(arguments[0], attribute, node, "sets (with `setattr()`)", arguments[2])
+            elif len(node.args) > 2 and not _reads_back(run.scope.node, node):
+                # `setattr(self, f"{name}_fp8", w8)`: a plain store under a computed name, which the replay
+                # repeats identically unless its value reads what the object holds under such a name
+                name = f"<{ast.unparse(node.args[1])}>"  # an attribute of its own: a read of another one is not a read of it
+                run.store_attribute(arguments[0], name, node, "sets (with `setattr()` under a computed name)", arguments[2])
             else:
                 run.mutate(arguments[0], node, "`setattr()` on")
             return CONST_VALUE
@@ -394,6 +399,26 @@ def _sequence_of(element: TupleType) -> Value:
 
 def _drawn(callee: str) -> Value:
     return Value(volatile=frozenset({Volatility(f"a random draw (`{callee}()`)")}))
+
+
+def _reads_back(function: ast.AST, call: ast.Call) -> bool:
+    """Whether `setattr(obj, name, value)`'s value reads `obj` through `getattr` (`getattr(self, n) + 1`),
+    directly or through a name the function assigns from such a read: an accumulation, not a store."""
+    base = ast.unparse(call.args[0])
+
+    def reads(expression: ast.AST) -> bool:
+        return any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" and n.args and ast.unparse(n.args[0]) == base
+            for n in ast.walk(expression)
+        )
+
+    value = call.args[2]
+    if reads(value):
+        return True
+    names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+    return any(
+        isinstance(s, ast.Assign) and reads(s.value) and any(isinstance(t, ast.Name) and t.id in names for t in s.targets) for s in ast.walk(function)
+    )
 
 
 def _defined_in_project(run: Interpreter, name: str) -> bool:
