@@ -44,7 +44,7 @@ from ckptlint.analysis.semantics.values import (
     short_circuit,
     unpacked_types,
 )
-from ckptlint.analysis.semantics.zoo import ZooChoices
+from ckptlint.analysis.semantics.zoo import ZooChoices, holds_no_module
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.passed_arguments import passed_arguments
 from ckptlint.project import Project
@@ -206,10 +206,9 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
                 return EMPTY
             bound = self._bind_call_types(callee_scope, call, module, scope, depth)
             passed = self.passed(callee_module, callee_scope, callee.receiver is not None, call, module, scope, depth)
-            if passed:
-                returned = frozenset().union(*(self.returned_types_with(callee_module, callee_scope, each) for each in registries.case_split(passed)))
-            else:
-                returned = self.returned_types(callee_module, callee_scope)
+            returned = self.returned_for(callee_module, callee_scope, passed)
+            if holds_no_module(returned) and (modules := self.module_arguments(callee_scope, callee.receiver is not None, call, module, scope, depth)):
+                returned = self.returned_for(callee_module, callee_scope, tuple(sorted({**dict(passed), **dict(modules)}.items())))  # `_get_clones(layer, n)`
             found: set[Type] = set(self._passed_through(callee_scope, callee.receiver is not None, call, module, scope, depth))
             for item in returned:
                 if isinstance(item, FunctionType) and bound and item.node is not None:

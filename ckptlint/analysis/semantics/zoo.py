@@ -243,6 +243,31 @@ class ZooChoices(TypeEvaluator):
                 passed[name] = registries.choices(types)
         return tuple(sorted(passed.items()))
 
+    def returned_for(self, module: ModuleSymbols, scope: Scope, passed: Passed) -> Types:
+        """What the function returns with the choosing arguments `passed`, one combination at a time."""
+        if not passed:
+            return self.returned_types(module, scope)
+        return frozenset().union(*(self.returned_types_with(module, scope, each) for each in registries.case_split(passed)))
+
+    def module_arguments(
+        self, callee_scope: Scope, has_receiver: bool, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int
+    ) -> Passed:
+        """The modules a call passes to a function whose return says nothing without them (`_get_clones(layer,
+        n)` returning `nn.ModuleList([copy.deepcopy(module) for _ in range(n)])`): each parameter given a module."""
+        node = callee_scope.node
+        if call is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return ()
+        params = [a.arg for a in positional_parameters(node.args)][1 if has_receiver else 0 :]
+        given = [(name, argument) for name, argument in zip(params, call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg in params]
+        found: dict[str, Types] = {}
+        for name, argument in given:
+            if isinstance(argument, ast.Starred):
+                break
+            modules = frozenset(t for t in self.types(argument, module, scope, depth + 1) if self.construction.is_module(t))
+            if modules:
+                found[name] = modules
+        return tuple(sorted(found.items(), key=lambda item: item[0]))
+
     def unpacked_keywords(
         self, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int, names: Iterable[str]
     ) -> dict[str, tuple[Types, bool]]:
@@ -339,6 +364,15 @@ class ZooChoices(TypeEvaluator):
         return ClassType(info.qualified_name, config=tuple(sorted(passed.items()))) if passed else ClassType(info.qualified_name)
 
 
+
+
+def holds_no_module(types: Types) -> bool:
+    """Nothing, or only torch containers with no known element (`nn.ModuleList([module ...])` of an
+    unknown `module`): a return that says what it builds only with its call's arguments."""
+    return all(
+        (isinstance(t, ContainerType) and not t.elements) or (isinstance(t, ClassType) and torch_api.short_name(t.name) in torch_api.TORCH_CONTAINERS)
+        for t in types
+    )
 
 
 def _function_scope(scope: Scope) -> Scope:
