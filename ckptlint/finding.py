@@ -153,6 +153,8 @@ class Finding:
     fixes: tuple[Fix, ...] = field(default=(), compare=False)
     # NOTE / WARNING / ERROR as the sites' contexts make it (analysis/contexts/verdicts.py); "" the rule's level
     severity: str = field(default="", compare=False)
+    # what must hold for the hazard to happen (`` `cache` is not None ``), "" when it happens whenever the region runs
+    condition: str = field(default="", compare=False)
 
     @property
     def message(self) -> str:
@@ -191,6 +193,7 @@ class Finding:
             "fix_available": bool(self.fixes),
             "fixes": [fix.to_dict() for fix in self.fixes],
             **({"severity": self.severity} if self.severity else {}),
+            **({"condition": self.condition} if self.condition else {}),
         }
 
     @classmethod
@@ -206,6 +209,7 @@ class Finding:
             sites=tuple(Site.from_dict(s) for s in data.get("checkpoint_sites", ())),
             fixes=tuple(Fix.from_dict(f) for f in data.get("fixes", ())),
             severity=data.get("severity", ""),
+            condition=data.get("condition", ""),
         )
 
 
@@ -220,5 +224,6 @@ def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
         sites = tuple(sorted(set(seen.sites) | set(finding.sites)))
         fixes = seen.fixes or finding.fixes
         severity = most_severe((seen.severity, finding.severity))
-        merged[finding.key] = replace(seen, sites=sites, fixes=fixes, severity=severity)
+        condition = seen.condition if seen.condition and finding.condition else ""  # unconditional from any site: unconditional
+        merged[finding.key] = replace(seen, sites=sites, fixes=fixes, severity=severity, condition=condition)
     return sorted(merged.values())

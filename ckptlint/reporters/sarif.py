@@ -101,6 +101,8 @@ def render(result: LintResult, **_: object) -> str:
             "locations": [location],
             "partialFingerprints": {"ckptlint/v1": _fingerprint(finding, line_text, occurrences[key])},
         }
+        if finding.condition:
+            entry["properties"] = {"condition": finding.condition}
         if finding.sites:
             entry["relatedLocations"] = [
                 {

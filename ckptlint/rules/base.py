@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from dataclasses import replace
 from typing import Iterable, Iterator
 
 from ckptlint.calls import CheckpointCall
@@ -128,7 +129,8 @@ class RegionRule(Rule):
             for effect in context.region_effects(call):
                 if effect.kind in self.kinds and self.applies(call, effect):
                     site = context.site(call, effect.chain)
-                    yield finding_at(effect.module, effect.node, self.code, self.describe(call, effect), (site,))
+                    found = finding_at(effect.module, effect.node, self.code, self.describe(call, effect), (site,))
+                    yield replace(found, condition=effect.fact_map.get(ONLY_WHEN, ""))
 
     def describe(self, call: CheckpointCall, effect: Effect) -> str:
         """The message: the rule's wording for the effect's variant, filled with its facts."""
