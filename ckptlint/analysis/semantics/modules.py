@@ -21,6 +21,7 @@ from ckptlint.analysis.semantics.factories import forwarded_class_parameter, key
 from ckptlint.analysis.semantics.known_truth import none_test_types, number_constant
 from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.analysis.semantics.values import (
+    NONE_TYPE,
     ClassObjectType,
     ClassType,
     ContainerType,
@@ -28,7 +29,6 @@ from ckptlint.analysis.semantics.values import (
     Type,
     Types,
     element_types,
-    NONE_TYPE,
     number_of,
     ordered,
     short_circuit,
