@@ -11,7 +11,7 @@ the expressions a constructor keyword can come from along that chain; the evalua
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ckptlint.passed_arguments import calls_of
 from ckptlint.symbols import ASSIGN, PARAM, ModuleSymbols, Scope, positional_parameters
@@ -40,7 +40,7 @@ def forwarded_class_parameter(function: ast.AST) -> int | None:
 
 def named_parameters(function: ast.AST) -> frozenset[str]:
     """The parameters a keyword binds before it can reach the function's `**kwargs`."""
-    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         return frozenset()
     return frozenset(a.arg for a in (*positional_parameters(function.args), *function.args.kwonlyargs))
 
@@ -60,23 +60,31 @@ def keyword_sources(call: ast.Call, key: str, module: ModuleSymbols, scope: Scop
     return found
 
 
-def rest_keyword_sources(expr: ast.expr, key: str, module: ModuleSymbols, scope: Scope) -> tuple[list[Source], bool] | None:
-    """What the callers of the function whose `**kwargs` `expr` names pass it as `key`
-    (`dict(dilation=d, **kwargs)` in `make_blocks`, called as `make_blocks(..., norm_layer=norm_layer)`),
-    and whether every caller passes it by name; None when `expr` is not such a parameter."""
+def rest_keyword_sources(expr: ast.expr, keys: Iterable[str], module: ModuleSymbols, scope: Scope) -> dict[str, tuple[list[Source], bool]] | None:
+    """For each of `keys`: what the callers of the function whose `**kwargs` `expr` names pass it under
+    that key (`dict(dilation=d, **kwargs)` in `make_blocks`, called as `make_blocks(..., norm_layer=norm_layer)`),
+    and whether every caller passes it by name; keys no caller can pass are left out. None when `expr`
+    is not such a parameter."""
     if not isinstance(expr, ast.Name):
         return None
     function = next((b.scope for b in module.lookup(scope, expr.id) if b.kind == PARAM and _is_rest_keywords(b.scope, expr.id)), None)
     if function is None:
         return None
     calls = list(calls_of(module, function))
-    every = bool(calls) and all(any(k.arg == key for k in call.keywords) for call, _ in calls)
-    return list(_mapping_sources(expr, key, module, scope, MAX_HOPS)), every
+    found: dict[str, tuple[list[Source], bool]] = {}
+    for key in keys:
+        sources = list(_mapping_sources(expr, key, module, scope, MAX_HOPS, calls))
+        if sources:
+            found[key] = sources, all(any(k.arg == key for k in call.keywords) for call, _ in calls)
+    return found
 
 
-def _mapping_sources(expr: ast.expr, key: str, module: ModuleSymbols, scope: Scope, hops: int) -> Iterator[Source]:
+def _mapping_sources(
+    expr: ast.expr, key: str, module: ModuleSymbols, scope: Scope, hops: int, calls: list[tuple[ast.Call, Scope]] | None = None
+) -> Iterator[Source]:
     """The expressions the mapping `expr` may hold under `key`: `dict(a, **b, key=v)`, `{'key': v, **b}`,
-    a local bound to one of those, or a function's `**kwargs` (what its callers in the module pass)."""
+    a local bound to one of those, or a function's `**kwargs` (what its callers in the module pass;
+    `calls`: those callers, when already listed)."""
     if hops <= 0:
         return
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict":
@@ -100,7 +108,7 @@ def _mapping_sources(expr: ast.expr, key: str, module: ModuleSymbols, scope: Sco
             elif binding.kind == PARAM and _is_rest_keywords(binding.scope, expr.id):
                 if key in named_parameters(binding.scope.node):
                     continue  # a named parameter of that function takes it first
-                for call, caller in calls_of(module, binding.scope):
+                for call, caller in calls if calls is not None else calls_of(module, binding.scope):
                     for keyword in call.keywords:
                         if keyword.arg == key:
                             yield keyword.value, caller

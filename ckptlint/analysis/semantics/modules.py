@@ -342,7 +342,8 @@ class ModuleConstruction:
         module = owner.module
         sites = [(call, scope, passes_self, module) for call, scope, passes_self in self._find_sites(inference, module, info)]
         sites += self._other_modules_sites(inference, module, info)
-        if not sites and not self._factory_sites(inference, module, info):
+        factories = self._factory_sites(inference, module, info)
+        if not sites and not factories:
             return False
         for call, scope, passes_self, at in sites:
             argument = _bind(init, call, passes_self).get(parameter)
@@ -351,7 +352,7 @@ class ModuleConstruction:
                     return False
             elif not numeric_source(argument, at, scope):
                 return False
-        for call, scope, at, taken in self._factory_sites(inference, module, info):
+        for call, scope, at, taken in factories:
             sources = keyword_sources(call, parameter, at, scope, taken)
             if not all(numeric_source(expression, at, where) for expression, where in sources):
                 return False
@@ -536,7 +537,7 @@ def numeric_source(expr: ast.expr, module: ModuleSymbols, scope: Scope, hops: in
     function = next((b.scope for b in module.lookup(scope, expr.id) if b.kind == PARAM), None)
     if function is None:
         return False
-    default = _default_of(function, expr.id)
+    default = _default(function, expr.id)
     if number_constant(default) is None:
         return False
     position = parameter_position(function, expr.id)
@@ -547,10 +548,6 @@ def numeric_source(expr: ast.expr, module: ModuleSymbols, scope: Scope, hops: in
         if argument is not None and not numeric_source(argument, module, caller, hops - 1):
             return False
     return True
-
-
-def _default_of(function: Scope, name: str) -> ast.expr | None:
-    return _default(function, name) if isinstance(function.node, ast.FunctionDef) else None
 
 
 def _default(init: Scope, name: str) -> ast.expr | None:

@@ -16,7 +16,7 @@ from typing import Iterable
 from ckptlint.analysis.flow.dict_writes import DictWrites, dict_writes
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
-from ckptlint.analysis.semantics.factories import rest_keyword_sources
+from ckptlint.analysis.semantics.factories import named_parameters, rest_keyword_sources
 from ckptlint.analysis.semantics.protocol import EMPTY, Passed, TypeEvaluator
 from ckptlint.analysis.semantics.values import (
     ClassObjectType,
@@ -197,7 +197,7 @@ class ZooChoices(TypeEvaluator):
     def _choice_parameters_of(self, class_name: str, config: Passed) -> bool:
         info = self.classes.by_name(class_name)
         init = self.classes.find_method(info, "__init__") if info is not None else None
-        return bool(config) and init is not None and all(name in _parameter_names(init[1]) for name, _ in config)
+        return bool(config) and init is not None and all(name in named_parameters(init[1].node) for name, _ in config)
 
     def builder(self, scope: Scope, mapping: ast.expr) -> str:
         return registries.builder_name(display_name(scope), ast.unparse(mapping))
@@ -291,14 +291,11 @@ class ZooChoices(TypeEvaluator):
             sure, opaque = set(writes.sure), writes.opaque
             for mapping, on_every_path, start in writes.merged:  # `ba.update(self.dd)`: the keys its type knows
                 keyed = [t for t in self.types(mapping, module, scope, depth + 1) if isinstance(t, KeyedType)]
-                if not keyed:  # `dict(dilation=d, **kwargs)`: what the function's callers pass in its `**kwargs`
-                    for k in wanted:
-                        passed = rest_keyword_sources(mapping, k, module, scope)
-                        if passed is not None and passed[0]:
-                            sources, every_caller = passed
-                            values[k] = values.get(k, EMPTY) | frozenset().union(*(self.types(e, module, s, depth + 1) for e, s in sources))
-                            if every_caller and on_every_path:
-                                sure.add(k)
+                passed = rest_keyword_sources(mapping, sorted(wanted), module, scope) if not keyed else None
+                for k, (sources, every_caller) in (passed or {}).items():  # `dict(d=d, **kwargs)`: what the function's callers pass
+                    values[k] = values.get(k, EMPTY) | frozenset().union(*(self.types(e, module, s, depth + 1) for e, s in sources))
+                    if every_caller and on_every_path:
+                        sure.add(k)
                 opaque = opaque or (not keyed and not start)  # an unknown mapping merged later may give any key
                 for item in keyed:
                     for k, types in item.items:
@@ -380,13 +377,6 @@ def _function_scope(scope: Scope) -> Scope:
     while scope.kind == COMPREHENSION and scope.parent is not None:
         scope = scope.parent
     return scope
-
-
-def _parameter_names(scope: Scope) -> set[str]:
-    node = scope.node
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        return set()
-    return {a.arg for a in (*positional_parameters(node.args), *node.args.kwonlyargs)}
 
 
 def _ancestor_ids(scope: Scope) -> set[int]:
