@@ -145,15 +145,15 @@ class ClassInfo:
     @cached_property
     def class_level_annotations(self) -> dict[str, ast.expr]:
         """`block: Block` in the class body (dataclass style and typed modules)."""
-        return {name: annotation for name, annotation, _ in self._annotated_fields}
+        return {name: annotation for name, annotation, _ in self.annotated_fields}
 
     @cached_property
     def class_level_defaults(self) -> dict[str, ast.expr]:
         """`norm_layer: str = 'layernorm'`: the default of an annotated field (a dataclass's)."""
-        return {name: value for name, _, value in self._annotated_fields if value is not None}
+        return {name: value for name, _, value in self.annotated_fields if value is not None}
 
     @cached_property
-    def _annotated_fields(self) -> list[tuple[str, ast.expr, ast.expr | None]]:
+    def annotated_fields(self) -> list[tuple[str, ast.expr, ast.expr | None]]:
         """(name, annotation, default) of each `name: T [= default]` in the class body."""
         return [
             (s.target.id, s.annotation, s.value)

@@ -88,3 +88,13 @@ def test_method_names_known_only_where_the_receiver_may_be_what_defines_them() -
     assert method_reason("parameters", typed=True) == RESOLVED
     assert method_reason("apply", typed=False) == FUNCTION_APPLY
     assert method_reason("warning_once", typed=False) == RECEIVER_UNKNOWN
+
+
+def test_a_class_built_with_different_choosing_arguments_is_said_to_merge_instances() -> None:
+    fixture = "fixtures/coverage/merged_instances.py"
+    completed = run_cli("calls", fixture, "--unresolved", "--no-cache")
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.decode().splitlines()
+    assert f"    unresolved: {fixture}:13:16: self.block (instances merged)" in lines
+    assert [line for line in lines if "instances merged" in line and ":29:" in line] == []  # built twice alike
+    assert lines[-1] == "coverage: 1 of 2 calls in 2 regions resolved (0.500); unresolved: 1 instances merged"

@@ -32,6 +32,30 @@ from netzoo.splitnet import splitnet
 model = splitnet().train()
 model(torch.randn(4, 8, requires_grad=True)).sum().backward()
 """,
+    "fixtures/regions/hazards/instances_of_one_class.py": """
+import sys
+import torch
+sys.path.insert(0, "fixtures/regions/hazards")
+from instances_of_one_class import Model
+model = Model(8).train()
+model(torch.randn(4, 8, requires_grad=True)).sum().backward()
+""",
+    "fixtures/regions/hazards/config_object_build.py": """
+import sys
+import torch
+sys.path.insert(0, "fixtures/regions/hazards")
+from config_object_build import build_model
+model = build_model().train()
+model(torch.randn(2, 16, 8, 8, requires_grad=True)).sum().backward()
+""",
+    "fixtures/regions/hazards/module_spec_build.py": """
+import sys
+import torch
+sys.path.insert(0, "fixtures/regions/hazards")
+from module_spec_build import build_stack
+model = build_stack().train()
+model(torch.randn(4, 16, requires_grad=True)).sum().backward()
+""",
     "fixtures/regions/hazards/checkpoint_wrapper_class_block.py": """
 import sys
 import torch

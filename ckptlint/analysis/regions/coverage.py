@@ -32,6 +32,7 @@ NOT_READ = "library not read"
 UNBOUND = "arguments do not bind"
 STAR_ARGUMENTS = "star-args"
 REGION_UNKNOWN = "region value unknown"  # the checkpoint call's region itself
+INSTANCES_MERGED = "instances merged"  # its `self` is built several ways, analysed as one
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,7 +51,7 @@ class CallEdge:
     def callee(self) -> str:
         node = self.node
         if isinstance(node, ast.Call):
-            node = node.args[0] if self.reason == REGION_UNKNOWN and node.args else node.func
+            node = node.args[0] if self.reason in (REGION_UNKNOWN, INSTANCES_MERGED) and node.args else node.func
         text = ast.unparse(node)
         return text if len(text) <= 60 else text[:57] + "..."
 

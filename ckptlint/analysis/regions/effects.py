@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from ckptlint.analysis.regions.balanced_stacks import without_balanced_stacks
 from ckptlint.analysis.regions.coverage import (
+    INSTANCES_MERGED,
     REGION_UNKNOWN,
     RESOLVED,
     CallEdge,
@@ -67,6 +68,9 @@ class RegionEffects:
         for entry in entries:
             if isinstance(entry, RegionEntry):
                 log.extend(self.effects.summary(entry.module, entry.scope, entry.context).calls)
+        owner = self.resolver.classes.enclosing_class(call.module, call.scope)
+        if owner is not None and self.resolver.inference.merged_instances(owner) > 1:
+            log.add(CallEdge(call.module, call.node, INSTANCES_MERGED))
         return list(log.edges.values())
 
     def forget_calls(self) -> None:

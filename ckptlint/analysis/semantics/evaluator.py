@@ -11,7 +11,6 @@ about what project code a region can run.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import replace
 from typing import Callable, Iterable
 
@@ -20,6 +19,8 @@ from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.autograd_functions import APPLY, applied_forward
 from ckptlint.analysis.semantics.config_fields import field_keys
+from ckptlint.analysis.semantics.config_objects import SELF, ConfigObjects
+from ckptlint.analysis.semantics.instance_flags import InstanceFlags
 from ckptlint.analysis.semantics.known_truth import none_test_types
 from ckptlint.analysis.semantics.module_structure import ModuleStructure
 from ckptlint.analysis.semantics.modules import ModuleConstruction
@@ -70,7 +71,7 @@ from ckptlint.versions import NO_VERSIONS, Versions
 MAX_DEPTH = 24
 
 
-class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
+class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects, InstanceFlags):
     """Types of expressions across the project; `module_structure.py` and `zoo.py` are its plugins."""
 
     def __init__(self, project: Project, classes: ClassIndex, versions: Versions = NO_VERSIONS):
@@ -95,6 +96,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
         self._outside_stores: dict[tuple[int, str], bool] = {}  # (module id, attribute): set on other objects there
         self._registrations = {}
         self._choosing = {}
+        self._fields = {}
         self._registering = {}
         self._dict_writes = {}  # by the name a call unpacks (`**ba`)
         self._statement_indexes: dict[int, StatementIndex] = {}  # by function scope
@@ -144,7 +146,9 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             inner = module.scope_of.get(id(expr), scope)
             return frozenset({ContainerType(torch_api.MAPPING, self.types(expr.value, module, inner, depth + 1))})
         if isinstance(expr, ast.IfExp):
-            return self.types(expr.body, module, scope, depth + 1) | self.types(expr.orelse, module, scope, depth + 1)
+            outcome = self.decided_test(module, scope, expr.test)
+            body = self.types(expr.body, module, scope, depth + 1) if outcome is not False else EMPTY
+            return body | (self.types(expr.orelse, module, scope, depth + 1) if outcome is not True else EMPTY)
         if isinstance(expr, ast.BoolOp):
             return short_circuit(isinstance(expr.op, ast.Or), [self.types(v, module, scope, depth + 1) for v in expr.values])
         if isinstance(expr, ast.Lambda):
@@ -206,6 +210,9 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
                 return EMPTY
             bound = self._bind_call_types(callee_scope, call, module, scope, depth)
             passed = self.passed(callee_module, callee_scope, callee.receiver is not None, call, module, scope, depth)
+            objects = frozenset(t for t in callee.receiver.types if self.is_config_object(t)) if callee.receiver is not None else EMPTY
+            if objects:  # a method of a config object: `self` is that object
+                passed = tuple(sorted({**dict(passed), SELF: objects}.items()))
             returned = self.returned_for(callee_module, callee_scope, passed)
             if holds_no_module(returned) and (modules := self.module_arguments(callee_scope, callee.receiver is not None, call, module, scope, depth)):
                 returned = self.returned_for(callee_module, callee_scope, tuple(sorted({**dict(passed), **dict(modules)}.items())))  # `_get_clones(layer, n)`
@@ -334,6 +341,8 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             arguments = self.construction.arguments(self, info, call, module, scope, depth)
             if arguments:
                 item = replace(item, arguments=arguments)
+            elif self.config_fields(info) is not None:  # `BlockConfig(norm="ln")`: the fields it was given
+                item = self.config_object(item, info, call, module, scope, depth)
         view = self.construction.container_view(self, item, call, module, scope, depth)
         return frozenset({item} if view is None else {item, view})
 
@@ -350,6 +359,10 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
     def _name_types(self, expr: ast.Name, module: ModuleSymbols, scope: Scope, depth: int) -> Types:
         receiver = self.self_class(module, scope, expr.id)
         if receiver is not None:
+            method = module.binding(scope, expr.id)
+            given = self.receiver_in_env(method.scope) if method is not None else None
+            if given:  # `cfg.build()`: the config object it is called on
+                return given
             item = self.receiver_type(receiver)
             view = self.construction.container_view(self, item, None, None, None, depth)
             return frozenset({item} if view is None else {item, view})
@@ -516,6 +529,9 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             return EMPTY
         if not item.arguments:
             return self.attribute_types(info, attribute, item.config)
+        field = self.config_field_types(item, info, attribute)
+        if field is not None:
+            return field
         key = (item, attribute)
         cached = self._instance_attributes.get(key)
         if cached is not None:
@@ -550,43 +566,6 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings):
             self._env = saved
         self._attribute_types[key] = result
         return result
-
-    def flag_types(self, item: ClassType, attribute: str) -> Types | None:
-        """What `self.<attribute>` holds when every value it can be given is known: it is set
-        only in `__init__`-like methods (as the instance's constructor chose), never augmented,
-        and each value has known types. None otherwise (a flag a method flips, a value not known)."""
-        info = self.classes.by_name(item.name)
-        if info is None:
-            return None
-        assignments = [(cls, a) for cls in self.classes.mro(info) for a in cls.attribute_assignments.get(attribute, ())]
-        if not assignments or any(a.augmented or a.value is None or a.unpack is not None for _, a in assignments):
-            return None
-        if any(a.method.node.name not in torch_api.INIT_LIKE_METHODS for _, a in assignments):  # type: ignore[attr-defined]  # a method scope's node is a def
-            return None
-        if any(self._stored_from_outside(cls.module, attribute) for cls, _ in assignments):
-            return None  # `for m in self.modules(): m.is_first_chunk = flag`: set on the instance from elsewhere
-        found: set[Type] = set()
-        for cls, assignment in assignments:
-            value = assignment.value
-            assert value is not None
-            types = self.as_configured(item, lambda bound: self.construction.value_types(self, value, cls.module, assignment.method, bound))
-            if not types:
-                return None
-            found.update(types)
-        return frozenset(found)
-
-    def _stored_from_outside(self, module: ModuleSymbols, attribute: str) -> bool:
-        """Whether the module assigns `attribute` on an object other than a method's `self`
-        (`m.is_first_chunk = flag`): read from the text, as a whole-module walk costs more."""
-        key = (id(module), attribute)
-        found = self._outside_stores.get(key)
-        if found is None:
-            text = module.source.code if module.source is not None else ""
-            # the pattern starts with its literal (`.attr`), which `re` then finds by fast search;
-            # a `(?<!self)` in front tried every position of the module (5% of a cold -j1 run)
-            stores = re.finditer(r"\." + re.escape(attribute) + r"\s*(?:=(?!=)|[-+*/|&]=)", text)
-            found = self._outside_stores[key] = any(text[max(0, m.start() - 4) : m.start()] != "self" for m in stores)
-        return found
 
     def as_configured(self, item: ClassType, evaluate: Callable[[dict[str, Types] | None], Types]) -> Types:
         """`evaluate(bound)` as the instance was built: its constructor's arguments (`bound`) and

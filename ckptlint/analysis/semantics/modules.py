@@ -360,6 +360,12 @@ class ModuleConstruction:
                 return False
         return True
 
+    def construction_calls(self, inference: TypeEvaluator, info: ClassInfo) -> list[tuple[ast.Call, Scope, ModuleSymbols]]:
+        """The calls that build the class the project shows: `Cls(...)` in its module and the modules beside it."""
+        module = info.module
+        sites = [(call, scope, module) for call, scope, passes_self in self._find_sites(inference, module, info) if not passes_self and not _is_init_call(call)]
+        return sites + [(call, scope, at) for call, scope, _, at in self._other_modules_sites(inference, module, info)]
+
     def _factory_sites(self, inference: TypeEvaluator, module: ModuleSymbols, info: ClassInfo) -> list[tuple[ast.Call, Scope, ModuleSymbols, frozenset[str]]]:
         """Calls that hand the class to a factory which constructs it with the keywords it is
         given (`build_model_with_cfg(Net, variant, **kwargs)`), in the class's module and the
@@ -373,7 +379,11 @@ class ModuleConstruction:
                 index = self._spelling_index(other)
                 for position in index.handed.get(info.name, ()):
                     call, scope = index.calls[position]
-                    handed = [i for i, argument in enumerate(call.args) if _last_name(argument) == info.name and self._names(inference, argument, other, scope, info)]
+                    handed = [
+                        i
+                        for i, argument in enumerate(call.args)
+                        if any(_last_name(arm) == info.name and self._names(inference, arm, other, scope, info) for arm in _handed_classes(argument))
+                    ]
                     if not handed:
                         continue
                     for factory in inference.types(call.func, other, scope):
@@ -456,11 +466,12 @@ class _SpellingIndex:
         for position, (call, _) in enumerate(module.calls):
             func = call.func
             for argument in call.args:
-                handed = _last_name(argument)
-                if handed is not None:
-                    positions = self.handed.setdefault(handed, [])
-                    if not positions or positions[-1] != position:
-                        positions.append(position)
+                for arm in _handed_classes(argument):
+                    handed = _last_name(arm)
+                    if handed is not None:
+                        positions = self.handed.setdefault(handed, [])
+                        if not positions or positions[-1] != position:
+                            positions.append(position)
             if isinstance(func, ast.Attribute) and func.attr == "__init__":
                 if _is_super(call):
                     self.super_inits.append(position)
@@ -483,6 +494,11 @@ class _SpellingIndex:
         for subclass in inheriting:
             positions.extend(self.called.get(subclass, ()))
         return [self.calls[position] for position in sorted(set(positions))]
+
+
+def _handed_classes(argument: ast.expr) -> list[ast.expr]:
+    """What an argument may hand a factory: itself, or either arm of `LevitDistilled if distilled else Levit`."""
+    return [argument.body, argument.orelse] if isinstance(argument, ast.IfExp) else [argument]
 
 
 def _last_name(expr: ast.expr) -> str | None:

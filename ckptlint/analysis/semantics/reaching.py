@@ -69,16 +69,23 @@ class ReachingBindings(TypeEvaluator):
         if cached is not None and cached[0] is passed:  # the entry holds `passed`, so its id is not reused
             return cached[1]
         self._dead[id(scope)] = (passed, [])  # a test that reads a binding of the same function
-
-        def truth(test: ast.expr) -> bool | None:
-            def lookup(path: str) -> Value | None:
-                return None if "." in path else Value(frozenset(), self._types_before(module, scope, path, test))
-
-            return known_truth(test, lookup, values=True)
-
-        found = dead_lines(node.body, truth)
+        found = dead_lines(node.body, lambda test: self._decided(module, scope, test))
         self._dead[id(scope)] = (passed, found)
         return found
+
+    def decided_test(self, module: ModuleSymbols, scope: Scope, test: ast.expr) -> bool | None:
+        """The outcome of a test (`norm == "bn"` in `BatchNorm1d(dim) if norm == "bn" else
+        LayerNorm(dim)`) under the arguments the function is being evaluated with; None when it is
+        not being evaluated with arguments or they do not decide it."""
+        if not self._env or not self._env.get(id(scope)):
+            return None
+        return self._decided(module, scope, test)
+
+    def _decided(self, module: ModuleSymbols, scope: Scope, test: ast.expr) -> bool | None:
+        def lookup(path: str) -> Value | None:
+            return None if "." in path else Value(frozenset(), self._types_before(module, scope, path, test))
+
+        return known_truth(test, lookup, values=True)
 
     def _types_before(self, module: ModuleSymbols, scope: Scope, name: str, test: ast.expr) -> Types:
         """What `name` holds at `test`, a test outside any loop: the union of its bindings that

@@ -194,6 +194,13 @@ class ZooChoices(TypeEvaluator):
             found.add(replace(instance, config=config if self._choice_parameters_of(item.name, config) else (), built_by=builder))
         return frozenset(found)
 
+    def _config_objects(self, types: Types) -> Types:
+        """The config objects among an argument's types (`build_module(spec, dim)`): each chooses what is built."""
+        return frozenset(t for t in types if self.is_config_object(t))
+
+    def _has_config_object(self, types: Types) -> bool:
+        return any(self.is_config_object(t) for t in types)
+
     def _choice_parameters_of(self, class_name: str, config: Passed) -> bool:
         info = self.classes.by_name(class_name)
         init = self.classes.find_method(info, "__init__") if info is not None else None
@@ -212,6 +219,34 @@ class ZooChoices(TypeEvaluator):
         config = self.passed(init[0].module, init[1], True, call, module, scope, depth) if init is not None else ()
         return replace(item, config=config, built_by=built_by) if config or built_by else item
 
+    def merged_instances(self, info: ClassInfo) -> int:
+        """How many differently configured instances of the class the project builds (its
+        constructions' choosing arguments, one set per instance); the analysis of a method's
+        `self` merges them, so more than one is said (`calls --unresolved`: instances merged)."""
+        configs = {self.configured_instance(info.qualified_name, call, at, scope, 0).config for call, scope, at in self.construction.construction_calls(self, info)}
+        return len(configs)
+
+    def built_instance(self, class_name: str, call: ast.Call, module: ModuleSymbols, scope: Scope) -> ClassType:
+        """The instance a call the code shows builds, with every choosing parameter it leaves out at
+        its default (`Net(8)` has `use_checkpoint=False`): what that one object was built with."""
+        item = self.configured_instance(class_name, call, module, scope, 0)
+        info = self.classes.by_name(class_name)
+        found = self.classes.find_method(info, "__init__") if info is not None else None
+        if found is None or any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
+            return item
+        owner, init = found
+        node = init.node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return item
+        given = {a.arg for a in positional_parameters(node.args)[1 : 1 + len(call.args)]} | {k.arg for k in call.keywords if k.arg}
+        config = dict(item.config)
+        for name in self._choice_defaults(owner.module, init) - given - config.keys():
+            binding = next((b for b in init.bindings.get(name, ()) if b.kind == PARAM), None)
+            default = parameter_default(binding) if binding is not None else None
+            if default is not None:
+                config[name] = registries.choices(self.types(default, owner.module, init.parent or init))
+        return replace(item, config=tuple(sorted(config.items()))) if config else item
+
     def passed(
         self, callee_module: ModuleSymbols, callee_scope: Scope, has_receiver: bool, call: ast.Call | None, module: ModuleSymbols, scope: Scope, depth: int
     ) -> Passed:
@@ -229,8 +264,8 @@ class ZooChoices(TypeEvaluator):
             if isinstance(argument, ast.Starred):
                 break
             types = self.types(argument, module, scope, depth + 1)
-            if name in choosing or registries.is_choice(types, passed=True):
-                passed[name] = registries.choices(types)
+            if name in choosing or registries.is_choice(types, passed=True) or self._has_config_object(types):
+                passed[name] = registries.choices(types) | self._config_objects(types)
         named = {*params, *keyword_only}
         given = [(k.arg, self.types(k.value, module, scope, depth + 1)) for k in call.keywords if k.arg in named]
         for name, (types, may_miss) in self.unpacked_keywords(call, module, scope, depth, named).items():
@@ -239,8 +274,8 @@ class ZooChoices(TypeEvaluator):
                 default = parameter_default(binding) if may_miss else None
                 given.append((name, types | self.types(default, callee_module, callee_scope.parent or callee_scope, depth + 1)))
         for name, types in given:
-            if name in choosing or registries.is_choice(types, passed=True):
-                passed[name] = registries.choices(types)
+            if name in choosing or registries.is_choice(types, passed=True) or self._has_config_object(types):
+                passed[name] = registries.choices(types) | self._config_objects(types)
         return tuple(sorted(passed.items()))
 
     def returned_for(self, module: ModuleSymbols, scope: Scope, passed: Passed) -> Types:

@@ -8,6 +8,7 @@
 - `embedded_inputs.py`: a region's inputs it embeds itself (token ids, CKP301).
 - `model_inputs.py`: which parameter of a library model's `forward` holds its training data.
 - `composition.py`: DDP, `autograd.grad`, `torch.func` around a checkpointed model (CKP303, CKP304).
+- `instance_guards.py`: whether a checkpoint call runs in one instance, from the flags it was built with.
 - `model_parameters.py`: which model a training script's untyped parameter holds (`critic`, `model`).
 - `huggingface.py`: Hugging Face gradient checkpointing on frozen or PEFT models (CKP305).
 - `sharding.py`: where FSDP shards a module, and checkpointing around or reentrant in it (CKP403, CKP405).

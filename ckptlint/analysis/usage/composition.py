@@ -22,12 +22,13 @@ from typing import Iterable, Iterator
 
 from ckptlint.analysis.flow.statements import function_scope
 from ckptlint.analysis.semantics.evaluator import TypeInference
-from ckptlint.analysis.semantics.values import ClassType, Types
+from ckptlint.analysis.semantics.values import ClassObjectType, ClassType, Types
 from ckptlint.analysis.usage.double_checkpointing import (
     DoubleCheckpointing,
     DoubleCheckpointings,
 )
 from ckptlint.analysis.usage.huggingface import EnablingHazard, HfEnablings, ShardedLayers
+from ckptlint.analysis.usage.instance_guards import construction_call, runs_in
 from ckptlint.analysis.usage.fsdp_units import FsdpUnits
 from ckptlint.analysis.usage.model_parameters import ModelParameters
 from ckptlint.analysis.usage.sac_forms import (
@@ -234,7 +235,9 @@ class Composition:
                 continue
             callee = call.func.value if isinstance(call.func, ast.Attribute) and call.func.attr == "forward" else call.func
             if isinstance(callee, (ast.Name, ast.Attribute)):
-                checkpoints, name = self._model_checkpoints(self.models.model_types(callee, scope), reentrant_only)
+                built = self._built(callee, scope)
+                types = frozenset({built}) if built is not None else self.models.model_types(callee, scope)
+                checkpoints, name = self._model_checkpoints(types, reentrant_only, built)
                 if checkpoints:
                     found.extend(checkpoints)
                     model = model or name
@@ -287,9 +290,10 @@ class Composition:
         """The project classes (by name) a model expression holds (huggingface.ModelClasses)."""
         return sorted(t.name for t in self.models.module_types(expr, scope) if isinstance(t, ClassType) and not t.built_by)
 
-    def _model_checkpoints(self, types: Types, reentrant_only: bool) -> tuple[tuple[CheckpointCall, ...], str]:
+    def _model_checkpoints(self, types: Types, reentrant_only: bool, built: ClassType | None = None) -> tuple[tuple[CheckpointCall, ...], str]:
         """The checkpoint calls in the methods of a model's project classes and of the modules
-        it registers (each class with its bases), and the model's class name."""
+        it registers (each class with its bases), and the model's class name. For a model `built`
+        by a call the code shows, the calls of its own class that its flags never reach are left out."""
         roots = [t for t in types if isinstance(t, ClassType) and not t.built_by]
         if not roots:
             return (), ""
@@ -300,8 +304,22 @@ class Composition:
             if info is None:
                 continue
             for cls in self.classes.mro(info):
-                found.extend(call for call in self._checkpoints_in_class(cls) if _counts(call, reentrant_only))
+                found.extend(
+                    call
+                    for call in self._checkpoints_in_class(cls)
+                    if _counts(call, reentrant_only) and (item is not built or runs_in(self.inference, call, item))
+                )
         return _unique(found), sorted(t.short for t in roots)[0] if found else ""
+
+    def _built(self, model: ast.expr, scope: Scope) -> ClassType | None:
+        """The project module a name holds when this code builds it (`model = Net(8)`), as built."""
+        call = construction_call(self.module, model, scope)
+        if call is None:
+            return None
+        classes = [t for t in self.inference.types(call.func, self.module, scope) if isinstance(t, ClassObjectType) and self.classes.by_name(t.name) is not None]
+        if len(classes) != 1:
+            return None
+        return self.inference.built_instance(classes[0].name, call, self.module, scope)
 
     def _checkpoints_in_class(self, info: ClassInfo) -> list[CheckpointCall]:
         key = id(info.scope)
