@@ -19,7 +19,8 @@ from realmodels.runtime_pass import cached_results
 CATEGORY_GROUP = {"output": "output", "input-grad": "grads", "parameter-grad": "grads", "buffer": "buffers",
                   "rng-torch": "rng", "rng-python": "rng", "container": "side effects", "attribute": "side effects",
                   "global": "side effects", "closure": "side effects", "error": "error", "recompute": "recompute"}  # fmt: skip
-STATUS_RANK = {"not exercised": 0, "not triggered as driven": 1, "not confirmable without a GPU": 2, "confirmed": 3}
+STATUS_RANK = {"not exercised": 0, "not triggered as driven": 1, "region changed, line not shown": 2, "not confirmable without a GPU": 3, "confirmed": 4}
+REGION_ONLY = "region changed, line not shown"  # runtime/join.py: the region diverged as predicted, not at this line
 NOT_RUN = "code not run by this configuration (line never ran)"
 NOT_IN_REGION = "code not run in a region the finding names by this configuration (ran, but never inside a region replayed at its call sites)"
 NEEDS_GPU = "needs a GPU (CKP205 or CKP504, or a CKP206 branch that also tests for CUDA, on CPU)"
@@ -69,6 +70,7 @@ def _records(results: Iterable[dict[str, Any]]) -> list[tuple[str, str, str, Any
                                 verdict=data["verdict"], reasons=data["reasons"], constructed_at=constructed, callers=callers,
                                 inputs=data.get("inputs", []))  # fmt: skip
                 record.executed = {(real(file), first, last) for file, first, last in data.get("executed", ())}
+                record.module_lines = {name: [(real(file), first, last) for file, first, last in spans] for name, spans in data.get("module_lines", {}).items()}
                 found.append((result["library"], result["name"], mode, record))
     return found
 
@@ -219,6 +221,8 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
             continue  # not on an exercised call site
         if joined_status == "confirmed" or key in predicted_failures:
             verdict, why = "confirmed", ""
+        elif joined_status == REGION_ONLY:
+            verdict, why = "region only", REGION_ONLY
         elif joined_status == "not confirmable without a GPU" or (finding["code"] == "CKP206" and _tests_cuda(finding)):
             verdict, why = "unverified", NEEDS_GPU
         elif finding["code"] == "CKP302" and _no_tensor_reached(finding, records):
@@ -261,6 +265,7 @@ def build(out_dir: str, libraries: dict[str, dict[str, Any]], static: dict[str, 
         "contradicted": sorted((j for j in judged if j["verdict"] == "contradicted"), key=lambda j: (j["path"], j["line"], j["code"])),
         "other_configuration": sorted((j for j in judged if j["verdict"] == "other configuration"), key=lambda j: (j["path"], j["line"], j["code"])),
         "unverified": sorted((j for j in judged if j["verdict"] == "unverified"), key=lambda j: (j["why"], j["path"], j["line"], j["code"])),
+        "region_only": sorted((j for j in judged if j["verdict"] == "region only"), key=lambda j: (j["path"], j["line"], j["code"])),
         "confirmed": sorted((j for j in judged if j["verdict"] == "confirmed"), key=lambda j: (j["path"], j["line"], j["code"])),
         "divergences": sorted(units.values(), key=lambda u: (u["library"], u["site"], u["category"])),
         "one_mode_failures": failures,
@@ -423,6 +428,7 @@ def _figures(models: dict[str, Any], sites: set[tuple[str, int]], all_units: lis
         "contradicted": verdicts["contradicted"],
         "other_configuration": verdicts["other configuration"],
         "unverified": verdicts["unverified"],
+        "region_only": verdicts["region only"],  # the region changed as predicted, this line not shown: apart
         "unverified_by": dict(unverified.most_common()),
         # strict: confirmed / (confirmed + contradicted + built another class or left None); unverified apart
         "precision": round(verdicts["confirmed"] / verified, 3) if verified else None,
@@ -470,7 +476,7 @@ def render(result: dict[str, Any]) -> str:
                      f"opt-in reentrant mode {figures['opt_in_explained']}/{figures['opt_in_divergences']}")  # fmt: skip
         lines.append(f"  static findings on exercised call sites: {figures['findings_on_exercised_sites']}: {figures['confirmed']} confirmed, "
                      f"{figures['contradicted']} contradicted, {figures['other_configuration']} for another configuration, "
-                     f"{figures['unverified']} unverified; strict precision {figures['precision']} "
+                     f"{figures['unverified']} unverified, {figures['region_only']} region changed but line not shown; strict precision {figures['precision']} "
                      f"(confirmed / (confirmed + contradicted + another configuration))")  # fmt: skip
         for why, count in figures["unverified_by"].items():
             lines.append(f"      {count:4d}  unverified: {why}")
@@ -500,7 +506,8 @@ def render(result: dict[str, Any]) -> str:
     lines.append("")
     for key, title in (("contradicted", "finding(s) whose code ran with no divergence"),
                        ("other_configuration", "finding(s) about a class the configuration did not build or a tensor it left None"),
-                       ("unverified", "finding(s) neither confirmed nor contradicted (line never ran in a replayed region, or needs a GPU)")):
+                       ("unverified", "finding(s) neither confirmed nor contradicted (line never ran in a replayed region, or needs a GPU)"),
+                       ("region_only", "finding(s) whose region changed as predicted, but not the state this line names")):
         items = result.get(key, [])
         lines.append(f"== {key.replace('_', '-')}: {len(items)} {title}")
         for item in items:

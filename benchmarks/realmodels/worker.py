@@ -81,6 +81,7 @@ def serialise(record: Any, directories: tuple[str, ...]) -> dict[str, Any]:
         if "stack" in reason:
             reason["stack"] = list(reason["stack"])[:MAX_STACK]
     data["executed"] = sorted([file, first, last] for file, first, last in record.executed if file.startswith(directories))
+    data["module_lines"] = {name: [list(span) for span in spans] for name, spans in record.module_lines.items()}
     return data
 
 

@@ -25,6 +25,7 @@ CONFIRMED = "confirmed"
 NOT_TRIGGERED = "not triggered as driven"
 NOT_EXERCISED = "not exercised"
 NEEDS_GPU = "not confirmable without a GPU"
+REGION_ONLY = "region changed, line not shown"  # the region diverged as the code predicts, not shown at this line
 # what a replay from identical state on CPU cannot show: CKP205's CUDA RNG, CKP504's selections and
 # accumulations, whose recompute differs only through non-deterministic (CUDA) kernels upstream
 CPU_DETERMINISTIC = frozenset({"CKP205", "CKP504"})
@@ -100,6 +101,43 @@ def _ran(record: Record, path: str, line: int) -> bool:
     return any(file == path and first <= line <= last for file, first, last in record.executed)
 
 
+def _backticked_names(message: str) -> set[str]:
+    """The last dotted part of each name a message quotes: `self.cache` -> cache, `.append()` -> append."""
+    quoted = message.split("`")[1::2]
+    return {text.rstrip("()").rpartition(".")[2] for text in quoted if text.rstrip("()")}
+
+
+def _buffer_shown(record: Record, finding: dict[str, Any], path: str, line: int) -> bool:
+    """A buffer the replay changed belongs to the module this line calls (`self.norm(x)`), whose
+    own forward holds the line (`self.usage.mul_()`), or, at the checkpoint call, to a module no
+    project line calls: the region itself, or a child a torch container runs (`checkpoint(stem, x)`
+    with `stem = nn.Sequential(conv, bn)`)."""
+    for reason in record.reasons:
+        if reason["category"] != "buffer":
+            continue
+        spans = record.module_lines.get(reason["name"].rpartition(".")[0], [])
+        if _same_place(record.site, path, line) and not any(first == last for _, first, last in spans):
+            return True
+        if any(file == path and first <= line <= last for file, first, last in spans):
+            return True
+    return False
+
+
+def _state_shown(record: Record, finding: dict[str, Any], path: str, line: int) -> bool:
+    """A container, attribute, global or cell the replay changed is the one the finding names; a
+    container handed in as an argument (`args[1]`) is named by the parameter the record does not know."""
+    names = _backticked_names(finding.get("message", ""))
+    return any(
+        reason["category"] in ("container", "attribute", "global", "closure")
+        and (reason["name"].rpartition(".")[2] in names or reason["name"].startswith(("args[", "kwargs[")))
+        for reason in record.reasons
+    )
+
+
+# findings that name one piece of state: confirmed only when that piece changed (REGION_ONLY otherwise)
+LINE_LEVEL = {"CKP204": _buffer_shown, "CKP202": _state_shown, "CKP203": _state_shown}
+
+
 def join(records: Iterable[Record], findings: Iterable[dict[str, Any]], base: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(each finding with its status and the records it matched, divergences nothing predicted)."""
     records = list(records)
@@ -128,7 +166,8 @@ def join(records: Iterable[Record], findings: Iterable[dict[str, Any]], base: st
             elif code in CPU_DETERMINISTIC and all(r.device == "cpu" for r in matched):
                 status = NEEDS_GPU
             elif any(_categories(r) & CONFIRMS.get(code, set()) for r in matched):
-                status = CONFIRMED
+                shown = LINE_LEVEL.get(code)
+                status = CONFIRMED if shown is None or any(shown(r, finding, path, line) for r in matched) else REGION_ONLY
             for record in matched:
                 explained[id(record)].add(code)
         joined.append(

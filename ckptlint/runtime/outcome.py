@@ -34,6 +34,7 @@ class Outcome:
     generators: dict[str, tuple[str, Any]] = field(default_factory=dict)  # "name (kind)" -> (kind, state after)
     error: str | None = None
     executed: set[tuple[str, int, int]] = field(default_factory=set)  # code run: (file, first line, last line)
+    module_calls: dict[int, set[tuple[str, int]]] = field(default_factory=dict)  # id(module) -> project lines that called it
     # the region's result holds tensors in something other than a tensor or a tuple (a dict, a
     # dataclass, a ModelOutput): reentrant checkpoint's autograd.Function does not track those
     untracked_container: str | None = None

@@ -15,7 +15,7 @@ from ckptlint.runtime.differences import differences
 from ckptlint.runtime.differentiation import under_function_transform
 from ckptlint.runtime.gradflow import missing_grad_reason, missing_parameter_grads, reached_tensors
 from ckptlint.runtime.intercept import InterceptedCall
-from ckptlint.runtime.reach import reachable
+from ckptlint.runtime.reach import Reachable, is_library_file, reachable
 from ckptlint.runtime.replay import run_replay
 from ckptlint.runtime.sac import SacListing, is_selective
 from ckptlint.runtime.report import NESTED, NOT_REPLAYED, Record
@@ -90,6 +90,7 @@ def _probe(call: InterceptedCall, compiled: bool) -> Record:
     finally:
         snapshot.restore()
     record.executed = plain.executed
+    record.module_lines = module_lines(reach, plain.module_calls)
     timed_out = _timed_out(plain.error, checkpointed.error)
     if timed_out:
         record.verdict = "error"
@@ -137,6 +138,25 @@ def _timed_out(*errors: str | None) -> Reason | None:
 NESTED_SUMMARY = "replayed inside the forward or recompute of an enclosing checkpoint call, whose record judges it"
 
 
+def module_lines(reach: Reachable, calls: dict[int, set[tuple[str, int]]]) -> dict[str, list[tuple[str, int, int]]]:
+    """Each region module replay A called, by its name in the reasons (`region.norm`): the project
+    lines that called it, and its class's `forward` when the project defines it (an in-place write
+    to its own buffer, `self.usage.mul_()`, lies there)."""
+    found: dict[str, list[tuple[str, int, int]]] = {}
+    for key, lines in calls.items():
+        named = reach.objects.get(key)
+        if named is None or key not in reach.modules:
+            continue
+        name, module = named
+        spans = [(path, line, line) for path, line in sorted(lines)]
+        code = getattr(getattr(type(module), "forward", None), "__code__", None)
+        if code is not None and not is_library_file(code.co_filename):
+            numbers = [line for _, _, line in code.co_lines() if line is not None]
+            spans.append((code.co_filename, min(numbers, default=code.co_firstlineno), max(numbers, default=code.co_firstlineno)))
+        found[name] = spans
+    return found
+
+
 def _nested(record: Record) -> Record:
     """A call probed inside another checkpoint's forward or recompute: its replays ran (the
     recompute must save what the forward saved), but what they show there (under the outer's
@@ -144,6 +164,7 @@ def _nested(record: Record) -> Record:
     record.verdict = NESTED
     record.reasons = []
     record.executed = set()
+    record.module_lines = {}
     record.summary = NESTED_SUMMARY
     return record
 

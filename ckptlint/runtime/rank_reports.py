@@ -68,6 +68,7 @@ def write_rank_report(launch: Launch, report_file: str, data: dict[str, Any], re
         "world_size": launch.world_size,
         "job": launch.job,
         "executed": [sorted(map(list, record.executed)) for record in records],
+        "module_lines": [{name: [list(span) for span in spans] for name, spans in record.module_lines.items()} for record in records],
     }
     path = launch.rank_path(report_file)
     write_whole(path, payload)
@@ -122,10 +123,12 @@ def records_of(data: dict[str, Any]) -> list[Record]:
     """A rank's records, as the join reads them."""
     fields = set(Record.__dataclass_fields__)
     executed = data.get("executed") or [[] for _ in data["records"]]
+    module_lines = data.get("module_lines") or [{} for _ in data["records"]]
     records = []
-    for item, ran in zip(data["records"], executed):
+    for item, ran, lines in zip(data["records"], executed, module_lines):
         record = Record(**{key: value for key, value in item.items() if key in fields})
         record.executed = {(path, first, last) for path, first, last in ran}
+        record.module_lines = {name: [(path, first, last) for path, first, last in spans] for name, spans in lines.items()}
         records.append(record)
     return records
 
@@ -149,6 +152,7 @@ def _merged(group: list[tuple[int, Record]]) -> Record:
     _, base = max(group, key=lambda item: SEVERITY[item[1].verdict])
     merged = Record(**{name: getattr(base, name) for name in Record.__dataclass_fields__ if name not in ("reasons", "executed", "rank", "ranks")})
     merged.executed = set().union(*(record.executed for _, record in group))
+    merged.module_lines = {name: spans for _, record in group for name, spans in record.module_lines.items()}
     reasons: dict[tuple[str, str], dict[str, Any]] = {}
     for rank, record in group:
         for reason in record.reasons:

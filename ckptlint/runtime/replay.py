@@ -19,6 +19,7 @@ non-leaf tensor backpropagates into the user's graph, which is then retained.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import traceback
 from types import FrameType
@@ -89,11 +90,18 @@ def _cotangent(tensor: torch.Tensor, index: int) -> torch.Tensor:
     return torch.randn(tensor.shape, generator=generator, dtype=tensor.dtype, device=tensor.device)
 
 
+# the frame `module(x)` enters first: its caller's line is where the project called that module
+_MODULE_CALL = getattr(torch.nn.Module, "_wrapped_call_impl", torch.nn.Module._call_impl).__code__
+_COMPANION = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # ckptlint's own frames call the region
+
+
 class _CodeTracer:
-    """Which project functions a replay ran (a profile hook: cheap, chains to an existing one)."""
+    """Which project functions a replay ran, and the project lines that called each module (a
+    profile hook: cheap, chains to an existing one)."""
 
     def __init__(self) -> None:
         self.executed: set[tuple[str, int, int]] = set()
+        self.module_calls: dict[int, set[tuple[str, int]]] = {}  # id(module) -> (file, line) of its calls
         self._previous: _ProfileFunction | None = None
 
     def __enter__(self) -> _CodeTracer:
@@ -107,7 +115,12 @@ class _CodeTracer:
     def _profile(self, frame: FrameType, event: _ProfileEvent, arg: Any) -> None:
         if event == "call":
             code = frame.f_code
-            if not is_library_file(code.co_filename):
+            if code is _MODULE_CALL:
+                caller = frame.f_back
+                where = caller.f_code.co_filename if caller is not None else ""
+                if caller is not None and not is_library_file(where) and not where.startswith(_COMPANION):
+                    self.module_calls.setdefault(id(frame.f_locals.get("self")), set()).add((caller.f_code.co_filename, caller.f_lineno))
+            elif not is_library_file(code.co_filename):
                 lines = [line for _, _, line in code.co_lines() if line is not None]
                 self.executed.add((code.co_filename, min(lines, default=code.co_firstlineno), max(lines, default=code.co_firstlineno)))
         if self._previous is not None:
@@ -152,6 +165,7 @@ def _replay(run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
                 with _CodeTracer() as tracer:
                     result = run(*inputs, **keyword_inputs)
                 outcome.executed = tracer.executed
+                outcome.module_calls = tracer.module_calls
             else:
                 result = run(*inputs, **keyword_inputs)
             outputs = tensors_in(result)

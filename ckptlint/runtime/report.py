@@ -37,6 +37,9 @@ class Record:
     test: str | None = None  # the pytest node id that made the call, under the pytest plugin
     cost: dict[str, Any] | None = None  # with --cost: activation bytes freed, FLOPs recomputed (cost.py)
     executed: set[tuple[str, int, int]] = field(default_factory=set, repr=False)  # code replay A ran
+    # the code of each region module replay A ran: the project lines that called it and its own forward,
+    # by the name its state has in the reasons (`region.norm`): the join's line-level truth
+    module_lines: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict, repr=False)
     aspects: list[str] = field(default_factory=list)  # what differs: values, gradients, rng-stream, state, side-effects, error
     summary: str = ""  # one sentence: what differs and what is equal
     witness: dict[str, Any] | None = None  # the real recompute against its forward (audit(witness=True))
