@@ -15,8 +15,12 @@ class DeviceMove(RegionRule):
         replay draws different numbers. The replay also repeats the copy, which costs the
         transfer twice and, for `.cpu()` round trips, synchronises the device.
 
-        Moving to the device of a tensor already in the region (`.to(x.device)`) and
-        casting (`.to(torch.float16)`, `.to(dtype=...)`) are not flagged.
+        A tensor the region makes on the CPU each call (a torch factory with no `device=`:
+        `torch.tril(torch.ones(s, s)).to(x.device)`, rotary frequencies from `torch.arange(half)`)
+        and then moves to the inputs' device is copied from the host in the forward and again in
+        the replay, on every step: flagged too. Moving any other tensor to the device of a tensor
+        already in the region (`.to(x.device)`), a lazy move of a module's own cache that stays on
+        that device, and casting (`.to(torch.float16)`, `.to(dtype=...)`) are not flagged.
     """
     bad = """
         import torch
@@ -62,4 +66,6 @@ class DeviceMove(RegionRule):
         "inputs' devices, and the replay copies again",
         "factory": "`{callee}(device=...)` creates a tensor on {device} inside the region: checkpoint saves the RNG "
         "state only of the inputs' devices, and the replay copies again",
+        "host-built": "`.to({device})` copies a tensor the region makes on the CPU every call to the inputs' device: the "
+        "replay makes it and copies it from the host again; create it with `device={device}`",
     }

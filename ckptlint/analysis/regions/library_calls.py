@@ -280,6 +280,8 @@ class LibraryCalls:
             described = self._explicit_device(run, device) if device is not None else None
             if described is not None:
                 run.add(DEVICE_MOVE, node, "to", subject=subject, device=described)
+            elif device is not None and isinstance(node.func, ast.Attribute) and self._built_on_host(run, node.func.value) and not _fills_a_cache(run.scope.node):
+                run.add(DEVICE_MOVE, node, "host-built", device=ast.unparse(device))
             return LOCAL_VALUE
         nondeterministic = aten_ops.NONDETERMINISTIC_METHODS.get(method)
         if nondeterministic is not None and isinstance(node.func, ast.Attribute) and not self._project_method(run, receiver, method):
@@ -350,6 +352,22 @@ class LibraryCalls:
         run.add(RUNNING_STATS, node, "module", subject=path, module_class=short)
 
     # -- devices ----------------------------------------------------------------
+
+    def _built_on_host(self, run: Interpreter, expr: ast.expr, hops: int = 2) -> bool:
+        """Whether a tensor is made in the region by a torch factory with no `device=` (on the CPU),
+        each call: `torch.tril(torch.ones(s, s)).to(x.device)`, or a name the function binds to one
+        (`freqs = torch.exp(... torch.arange(half) ...)`). Its `.to(x.device)` copies it from the host
+        in the forward and again in the replay."""
+        for inner in ast.walk(expr):
+            if isinstance(inner, ast.Call) and keyword_value(inner, "device") is None:
+                name = run.module.qualified_name(inner.func, run.scope) or ""
+                if name.startswith("torch.") and torch_api.short_name(name) in _HOST_FACTORIES:
+                    return True
+            if isinstance(inner, ast.Name) and hops > 0 and inner is expr:
+                bindings = run.scope.bindings.get(inner.id, [])
+                if len(bindings) == 1 and bindings[0].value is not None and bindings[0].kind == "assign" and not bindings[0].unpack:
+                    return self._built_on_host(run, bindings[0].value, hops - 1)
+        return False
 
     def _explicit_device(self, run: Interpreter, device: ast.expr) -> str | None:
         """How the code names a device other than an input's, or None (a dtype, `x.device`, a tensor)."""
@@ -483,3 +501,22 @@ def own_running_statistics(effect: Effect) -> bool:
     if receiver == "self" and attribute in torch_api.RUNNING_STAT_BUFFERS:
         return True
     return effect.kind == RUNNING_STATS and effect.variant == "module" and subject == "self"  # super().forward(x)
+
+
+# factories that make a tensor from sizes or Python data, on the CPU unless given `device=`
+# (`ones_like(x)`, `as_tensor(t)` and their kin follow the tensor they are given)
+_HOST_FACTORIES = frozenset(
+    {"zeros", "ones", "empty", "full", "arange", "range", "linspace", "logspace", "eye", "tensor", "rand", "randn",
+     "randint", "randperm", "tril_indices", "triu_indices", "scalar_tensor"}
+)  # fmt: skip
+
+
+def _fills_a_cache(function: ast.AST) -> bool:
+    """A function that keeps what it builds on the module (`self.register_buffer("inv_freq", ...)`,
+    `self.cos_cached = ...`): a lazy cache fill, which stays on the device it moved to."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer":
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" for t in node.targets):
+            return True
+    return False
