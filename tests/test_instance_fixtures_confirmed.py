@@ -56,6 +56,14 @@ from module_spec_build import build_stack
 model = build_stack().train()
 model(torch.randn(4, 16, requires_grad=True)).sum().backward()
 """,
+    "fixtures/regions/hazards/norm_eval_backbone.py": """
+import sys
+import torch
+sys.path.insert(0, "fixtures/regions/hazards")
+from norm_eval_backbone import ResNet
+model = ResNet().train()
+model(torch.randn(2, 8, 4, 4, requires_grad=True)).sum().backward()
+""",
     "fixtures/regions/hazards/checkpoint_wrapper_class_block.py": """
 import sys
 import torch
@@ -83,3 +91,16 @@ def test_every_marked_line_is_confirmed_by_a_replay(fixture: str, tmp_path: Path
     marked = {line for _, line, _ in expectations(REPO / fixture)[0]}
     assert marked and set(statuses) == marked
     assert all("confirmed" in found for found in statuses.values()), statuses
+
+
+def test_a_backbone_that_keeps_its_norms_in_eval_mode_replays_equivalently(tmp_path: Path) -> None:
+    """The safe twin of norm_eval_backbone: its `train()` override freezes every BatchNorm, and the
+    replay agrees that checkpointing changes nothing there (the static analysis reports nothing)."""
+    pytest.importorskip("torch")
+    driver = tmp_path / "drive.py"
+    driver.write_text(DRIVERS["fixtures/regions/hazards/norm_eval_backbone.py"].replace("regions/hazards", "regions/safe"))
+    report = tmp_path / "report.json"
+    completed = run_cli("confirm", "--lint", "fixtures/regions/safe/norm_eval_backbone.py", "--report", str(report), str(driver))
+    assert completed.returncode == 0, completed.stderr.decode()[-2000:]
+    data = json.loads(report.read_text())
+    assert data["findings"] == [] and data["records"] and {r["verdict"] for r in data["records"]} == {"equivalent"}

@@ -15,6 +15,7 @@
 - `balanced_stacks.py`: stacks a region pushes onto and pops off again (a whole-region replay leaves them).
 - `libraries.py`: hazards in installed libraries, reported at the project line that reaches them.
 - `effects.py`: effects per checkpoint call (resolve, summarise, prefix the chain).
+- `frozen_norms.py`: BatchNorms an owner's `train()` keeps in eval mode (`norm_eval`).
 - `outputs.py`: what a reentrant region returns (CKP306).
 - `cost_hints.py`: where what a checkpoint buys is known from the code.
 """

@@ -17,6 +17,7 @@ from ckptlint.analysis.regions.coverage import (
     CallEdge,
     CallLog,
 )
+from ckptlint.analysis.regions.frozen_norms import FrozenNorms
 from ckptlint.analysis.regions.interpreter import Summaries
 from ckptlint.analysis.regions.libraries import reached_at
 from ckptlint.analysis.regions.library_calls import own_running_statistics
@@ -38,6 +39,7 @@ class RegionEffects:
     def __init__(self, summaries: Summaries, resolver: RegionResolver):
         self.effects = summaries
         self.resolver = resolver
+        self.frozen_norms = FrozenNorms(resolver.inference)
         self._by_call: dict[int, list[Effect]] = {}
 
     def region_effects(self, call: CheckpointCall) -> list[Effect]:
@@ -54,6 +56,9 @@ class RegionEffects:
                     found.append(effect)
         if call.reentrant:  # the replay runs the whole region (a non-reentrant one stops after its last saved tensor)
             found = without_balanced_stacks(found)
+        owner = self.resolver.classes.enclosing_class(call.module, call.scope)
+        if owner is not None and any(_norm_call(e) for e in found) and self.frozen_norms.frozen(owner):
+            found = [e for e in found if not _norm_call(e)]  # an owner's train() keeps them in eval mode
         self._by_call[id(call.node)] = found
         return found
 
@@ -89,3 +94,8 @@ class RegionEffects:
         if entry.module.library:  # a library function is the region: its hazards are the checkpoint call's
             return [reached_at(replace(e, chain=e.chain or (entry.name,)), call.module, call.node) for e in effects]
         return effects
+
+
+def _norm_call(effect: Effect) -> bool:
+    """A norm module's call (or the norm that is the region) updating its running statistics."""
+    return effect.kind == RUNNING_STATS and effect.variant in ("module", "region")
