@@ -106,6 +106,7 @@ _LINT_PARAMETERS = (
     "cache_dir",
     "python",
     "no_libraries",
+    "all_configurations",
 )
 
 
@@ -157,6 +158,11 @@ def lint_options(function: Callable[..., None]) -> Callable[..., None]:
             help="The interpreter whose installed libraries regions are followed into (read, never imported) [default: the one running ckptlint].",
         ),
         click.option("--no-libraries", is_flag=True, help="Do not follow regions into installed libraries."),
+        click.option(
+            "--all-configurations",
+            is_flag=True,
+            help="Also report hazards on paths only a non-default command-line mode takes (argparse defaults choose the default one).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -185,6 +191,7 @@ class LintRequest:
     cache_dir: str | None = None
     python: str | None = None
     no_libraries: bool = False
+    all_configurations: bool = False
     want_fixes: bool = False
     want_hints: bool = False  # describe the calls' static cost hints (`ckptlint calls`)
     report_unused_noqa: bool | None = None
@@ -207,6 +214,7 @@ class LintRequest:
                 report_unused_noqa=self.report_unused_noqa,
                 python=interpreter_path(self.python, Path.cwd()) if self.python else None,
                 libraries=False if self.no_libraries else None,
+                all_configurations=True if self.all_configurations else None,
             )
         except ConfigError as exc:
             _fail(str(exc))

@@ -68,6 +68,7 @@ KEYS = (
     "project-root",
     "target-versions",
     "library-modes",
+    "all-configurations",
 )
 
 
@@ -94,6 +95,7 @@ class Config:
     target_versions: tuple[tuple[str, str], ...] = ()
     # `library-modes`: library -> "reentrant" / "non-reentrant", what its own switch selects (versions.py)
     library_modes: tuple[tuple[str, str], ...] = ()
+    all_configurations: bool = False  # report hazards of non-default command-line modes too (run_arguments.py)
 
     def without_reporting(self) -> Config:
         """The configuration with every key that only decides what is reported reset: what
@@ -178,7 +180,7 @@ def parse_table(table: dict[str, Any], path: Path, prefix: str = "[tool.ckptlint
             (pattern, _codes(codes, functools.partial(fail, f"per-file-ignores.{pattern}")))
             for pattern, codes in raw.items()
         )
-    for key in ("report-unused-noqa", "libraries"):
+    for key in ("report-unused-noqa", "libraries", "all-configurations"):
         if key in table:
             if not isinstance(table[key], bool):
                 raise fail(key, "expected true or false")

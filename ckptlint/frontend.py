@@ -162,7 +162,7 @@ def libraries_for(config: Config) -> Libraries:
 def versions_for(config: Config, libraries: Libraries, root: Path | None) -> Versions:
     """The library versions the linted code runs with: target-versions, else the metadata in
     the libraries' directories, else the pins in the project root (else the configuration's)."""
-    return resolve_versions(config.target_versions, libraries.paths, root or config.root, config.library_modes)
+    return resolve_versions(config.target_versions, libraries.paths, root or config.root, config.library_modes, config.all_configurations)
 
 
 def linter_for(

@@ -295,6 +295,16 @@ class Project:
         """A file's bytes as they are on disk; OSError when unreadable."""
         return path.read_bytes()
 
+    def python_files_under(self, directory: str, limit: int) -> list[str]:
+        """Every `.py` file below a directory, sorted; none when there are more than `limit` (a
+        package that large is not searched) or it cannot be listed."""
+        found: list[str] = []
+        for root, _, names in os.walk(directory):
+            found.extend(os.path.join(root, name) for name in names if name.endswith(".py"))
+            if len(found) > limit:
+                return []
+        return sorted(found)
+
     def module_files(self, directory: str) -> list[str]:
         """The `.py` files of a directory but `__init__.py`, by name, sorted; none when it cannot be listed."""
         try:

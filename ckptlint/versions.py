@@ -132,6 +132,7 @@ class Versions:
 
     known: tuple[LibraryVersion, ...] = ()
     switches: tuple[LibrarySwitch, ...] = ()
+    all_configurations: bool = False  # the non-default command-line modes too (`--all-configurations`)
 
     def get(self, name: str) -> LibraryVersion | None:
         return next((version for version in self.known if version.name == name), None)
@@ -141,7 +142,8 @@ class Versions:
 
     def key(self) -> list[list[str]]:
         """What the cache key holds of them."""
-        return [[v.name, v.text, v.source] for v in self.known] + [[s.library, str(s.reentrant), s.source] for s in self.switches]
+        found = [[v.name, v.text, v.source] for v in self.known] + [[s.library, str(s.reentrant), s.source] for s in self.switches]
+        return found + [["all-configurations"]] if self.all_configurations else found
 
     def describe(self) -> str:
         return "; ".join([*(v.describe() for v in self.known), *(s.describe() for s in self.switches)]) or "none known"
@@ -155,6 +157,7 @@ def resolve_versions(
     library_directories: Iterable[str],
     project_root: Path | None,
     library_modes: Iterable[tuple[str, str]] = (),
+    all_configurations: bool = False,
 ) -> Versions:
     """Each tracked library's version from the first source that has it: `targets`
     (target-versions), then the metadata in `library_directories`, then the pins in
@@ -172,7 +175,7 @@ def resolve_versions(
         for version in pinned_versions(project_root):
             found.setdefault(version.name, version)
     switches = tuple(LibrarySwitch(library, mode == "reentrant") for library, mode in sorted(library_modes))
-    return Versions(tuple(found[name] for name in TRACKED if name in found), switches)
+    return Versions(tuple(found[name] for name in TRACKED if name in found), switches, all_configurations)
 
 
 # -- the environment ------------------------------------------------------------

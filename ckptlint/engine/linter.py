@@ -62,7 +62,7 @@ class Linter:
         self.libraries = libraries if libraries is not None else find_libraries(config.python, config.libraries)
         # the library versions that decide modes (versions.py); None: from target-versions, the
         # libraries' metadata, then the pins in the configuration's directory
-        self.versions = versions if versions is not None else resolve_versions(config.target_versions, self.libraries.paths, config.root, config.library_modes)
+        self.versions = versions if versions is not None else resolve_versions(config.target_versions, self.libraries.paths, config.root, config.library_modes, config.all_configurations)
         self.base = base or Path.cwd()
         self.is_excluded = ExcludeMatcher(config.all_excludes, config.root)
         self.catalogue: Catalogue = DEFAULT_CATALOGUE.extended(config.checkpoint_functions)

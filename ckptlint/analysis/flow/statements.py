@@ -249,3 +249,23 @@ def _spans(binding: Binding, line: int) -> bool:
     """An assignment statement that runs on into `line`: a use there reads the name's old value."""
     node = binding.node
     return isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and (node.end_lineno or node.lineno) >= line
+
+
+def enclosing_tests(function: ast.AST, line: int) -> list[tuple[ast.expr, bool]]:
+    """The `if` tests a line sits under in a function, each with the arm it is on (True: the body)."""
+    found: list[tuple[ast.expr, bool]] = []
+    body: list[ast.stmt] = list(getattr(function, "body", []))
+    while body:
+        inner: list[ast.stmt] = []
+        for statement in body:
+            if not statement.lineno <= line <= (statement.end_lineno or statement.lineno):
+                continue
+            if isinstance(statement, ast.If):
+                on_body = bool(statement.body) and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or line)
+                found.append((statement.test, on_body))
+                inner = statement.body if on_body else statement.orelse
+            elif isinstance(statement, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.Try)):
+                inner = [s for part in ("body", "orelse", "finalbody") for s in getattr(statement, part, [])]
+            break
+        body = inner
+    return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
+from ckptlint.analysis.flow.statements import enclosing_tests, function_scope
 from ckptlint.analysis.regions.balanced_stacks import without_balanced_stacks
 from ckptlint.analysis.regions.coverage import (
     INSTANCES_MERGED,
@@ -48,6 +49,9 @@ class RegionEffects:
         if cached is not None:
             return cached
         found: list[Effect] = []
+        if self._default_configuration_skips(call):
+            self._by_call[id(call.node)] = found
+            return found
         seen: set[tuple[str, int]] = set()
         for entry in self.resolver.entries(call):
             for effect in self._entry_effects(entry, call):
@@ -61,6 +65,19 @@ class RegionEffects:
             found = [e for e in found if not _norm_call(e)]  # an owner's train() keeps them in eval mode
         self._by_call[id(call.node)] = found
         return found
+
+    def _default_configuration_skips(self, call: CheckpointCall) -> bool:
+        """Whether the call sits on an arm only a non-default command-line mode takes (`if
+        self.transformer_impl == 'transformer_engine':` with `--transformer-impl` defaulting to
+        `'local'`): not reported unless every configuration is asked for (`--all-configurations`)."""
+        inference = self.resolver.inference
+        if inference.versions.all_configurations:
+            return False
+        owner = self.resolver.classes.enclosing_class(call.module, call.scope)
+        if owner is None:
+            return False
+        tests = enclosing_tests(function_scope(call.scope).node, call.line)
+        return any(inference.run_arguments.truth(owner, test) is (not taken) for test, taken in tests if "self." in ast.unparse(test))
 
     def region_calls(self, call: CheckpointCall) -> list[CallEdge]:
         """Every call the region makes, directly or through its callees, each resolved or not

@@ -348,7 +348,23 @@ class FunctionInterpreter(CallDispatch):
     def test_truth(self, test: ast.expr) -> bool | None:
         """A test known in this context, or a version test the code's library versions decide."""
         truth = known_truth(test, self.eval_name_quietly)
-        return truth if truth is not None else version_truth(test, self.module, self.scope, self.inference.versions)
+        if truth is None:
+            truth = version_truth(test, self.module, self.scope, self.inference.versions)
+        if truth is None and not self.inference.versions.all_configurations:
+            truth = self._default_configuration_truth(test)
+        return truth
+
+    def _default_configuration_truth(self, test: ast.expr) -> bool | None:
+        """`if self.transformer_impl == 'transformer_engine':` with the attribute set from the command
+        line, decided by its argparse default (run_arguments.py): the other arm is a non-default mode."""
+        receivers = {node.value.id for node in ast.walk(test) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)}
+        if len(receivers) != 1:
+            return None
+        receiver = receivers.pop()
+        value = self.eval_name_quietly(receiver)
+        classes = [t for t in value.types if isinstance(t, ClassType)] if value is not None else []
+        info = self.inference.classes.by_name(classes[0].name) if len(classes) == 1 else None
+        return self.inference.run_arguments.truth(info, test, receiver) if info is not None else None
 
     def if_statement(self, node: ast.If) -> None:
         """Both branches, unless the test is known in this context (`if use_cache:` with

@@ -10,6 +10,7 @@
 - `registries.py`: literal keys, config dicts and registries of model zoos.
 - `config_fields.py`: name fields of configuration dataclasses.
 - `config_objects.py`: config objects as built (dataclass fields a construction gave, `cfg.build()`, module specs).
+- `run_arguments.py`: the default configuration a project's command line gives (argparse defaults).
 - `instance_flags.py`: what an instance's flag holds (`self.use_checkpoint`), when nothing but its constructor sets it.
 - `call_sites.py`: what a parameter receives from its module's calls.
 - `method_callers.py`: who calls a method, and with what.

@@ -27,6 +27,7 @@ from ckptlint.analysis.semantics.modules import ModuleConstruction
 from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.analysis.semantics.protocol import EMPTY, Passed
 from ckptlint.analysis.semantics.reaching import ReachingBindings, within
+from ckptlint.analysis.semantics.run_arguments import RunArguments
 from ckptlint.analysis.semantics.values import (
     FALSE_TYPE,
     OUTER,
@@ -97,6 +98,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
         self._registrations = {}
         self._choosing = {}
         self._fields = {}
+        self.run_arguments = RunArguments(self)  # the command line's defaults: the default configuration
         self._registering = {}
         self._dict_writes = {}  # by the name a call unpacks (`**ba`)
         self._statement_indexes: dict[int, StatementIndex] = {}  # by function scope

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from ckptlint.analysis.flow.statements import function_scope
+from ckptlint.analysis.flow.statements import enclosing_tests, function_scope
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics.evaluator import TypeInference
 from ckptlint.analysis.semantics.known_truth import known_truth
@@ -48,28 +48,8 @@ def runs_in(inference: TypeInference, call: CheckpointCall, item: ClassType) -> 
         types = inference.flag_types(item, attribute)
         return Value(types=types) if types else None
 
-    for test, taken in _guards(scope.node, line):
+    for test, taken in enclosing_tests(scope.node, line):
         outcome = known_truth(test, lookup)
         if outcome is not None and outcome != taken:
             return False
     return True
-
-
-def _guards(function: ast.AST, line: int) -> list[tuple[ast.expr, bool]]:
-    """The `if` tests a line sits under in a function, each with the arm it is on (True: the body)."""
-    found: list[tuple[ast.expr, bool]] = []
-    body: list[ast.stmt] = list(getattr(function, "body", []))
-    while body:
-        inner: list[ast.stmt] = []
-        for statement in body:
-            if not statement.lineno <= line <= (statement.end_lineno or statement.lineno):
-                continue
-            if isinstance(statement, ast.If):
-                on_body = bool(statement.body) and statement.body[0].lineno <= line <= (statement.body[-1].end_lineno or line)
-                found.append((statement.test, on_body))
-                inner = statement.body if on_body else statement.orelse
-            elif isinstance(statement, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.Try)):
-                inner = [s for part in ("body", "orelse", "finalbody") for s in getattr(statement, part, [])]
-            break
-        body = inner
-    return found

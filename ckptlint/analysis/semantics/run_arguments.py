@@ -1,0 +1,131 @@
+"""The default training configuration a project's command line gives: argparse defaults.
+
+A training framework stores what its command line chose on its modules (`self.transformer_impl =
+args.transformer_impl`) and branches on it in the region (`if self.transformer_impl ==
+'transformer_engine':`). The contract reports what the default configuration does
+(`../shared/DESIGN.md`, "Configuration chosen at run time"): with `--transformer-impl` defaulting
+to `'local'` in the project's `add_argument`, the other arm is a non-default mode, left out unless
+the run asks for every configuration (`--all-configurations`, `all-configurations = true`).
+
+Decided only for an attribute every assignment of which is made in `__init__`-like methods from
+`<...args...>.<dest>`, and a `dest` one `add_argument` in the package declares with a constant
+default. The files read for the defaults are recorded beside the module that asked (the cache).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from ckptlint.analysis.knowledge import torch_api
+from ckptlint.analysis.semantics.known_truth import known_truth
+from ckptlint.analysis.semantics.protocol import TypeEvaluator
+from ckptlint.analysis.semantics.values import FALSE_TYPE, NONE_TYPE, TRUE_TYPE, LiteralType, Type, Value
+from ckptlint.classes import ClassInfo
+from ckptlint.project import content_digest
+
+_MAX_FILES = 2000  # a package larger than this is not searched for its command line
+
+
+class RunArguments:
+    """Argparse defaults per package, read once per run."""
+
+    def __init__(self, inference: TypeEvaluator):
+        self.inference = inference
+        self._defaults: dict[tuple[str, str], Type | None] = {}
+        self._files: dict[str, list[str]] = {}
+
+    def truth(self, info: ClassInfo, test: ast.expr, receiver: str = "self") -> bool | None:
+        """A test on `self.<attribute>`s set from the command line, decided by its defaults; None otherwise."""
+
+        def lookup(path: str) -> Value | None:
+            head, _, attribute = path.partition(".")
+            if head != receiver or not attribute or "." in attribute:
+                return None
+            default = self._attribute_default(info, attribute)
+            return Value(types=frozenset({default})) if default is not None else None
+
+        return known_truth(test, lookup, values=True)
+
+    def _attribute_default(self, info: ClassInfo, attribute: str) -> Type | None:
+        classes = self.inference.classes
+        assignments = [(cls, a) for cls in classes.mro(info) for a in cls.attribute_assignments.get(attribute, ())]
+        if not assignments:
+            return None
+        dests = set()
+        for cls, assignment in assignments:
+            value = assignment.value
+            if assignment.augmented or not isinstance(value, ast.Attribute) or "args" not in ast.unparse(value.value):
+                return None
+            if getattr(assignment.method.node, "name", "") not in torch_api.INIT_LIKE_METHODS:
+                return None
+            dests.add((cls, value.attr))
+        defaults = {self._default(cls, dest) for cls, dest in dests}
+        return defaults.pop() if len(defaults) == 1 else None
+
+    def _default(self, cls: ClassInfo, dest: str) -> Type | None:
+        module = cls.module
+        package = module.name.partition(".")[0]
+        key = (package, dest)
+        if key in self._defaults:
+            return self._defaults[key]
+        found: set[Type | None] = set()
+        spellings = (f"--{dest.replace('_', '-')}".encode(), f"--{dest}".encode())
+        consulted: dict[str, str] = {}
+        for path in self._package_files(package):
+            try:
+                data = self.inference.project.file_data(path)
+            except OSError:
+                continue
+            if not any(spelling in data for spelling in spellings):
+                continue
+            consulted[path] = content_digest(data)
+            found.update(_declared_defaults(data, dest))
+        if consulted and module.source is not None:
+            self.inference.project.consult(module.source.path, consulted)
+        result = found.pop() if len(found) == 1 else None
+        self._defaults[key] = result
+        return result
+
+    def _package_files(self, package: str) -> list[str]:
+        files = self._files.get(package)
+        if files is None:
+            directory = self.inference.project.module_directory(package)
+            files = self._files[package] = self.inference.project.python_files_under(os.fspath(directory), _MAX_FILES) if directory is not None else []
+        return files
+
+
+def _declared_defaults(data: bytes, dest: str) -> set[Type | None]:
+    """The defaults `add_argument` calls in a file give `dest` (None for one that is not a constant)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return set()
+    found: set[Type | None] = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
+            continue
+        options = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        named = next((k.value.value for k in node.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)), None)
+        names = {named} if named else {o.lstrip("-").replace("-", "_") for o in options if o.startswith("--")}
+        if dest not in names:
+            continue
+        default = next((k.value for k in node.keywords if k.arg == "default"), None)
+        action = next((k.value.value for k in node.keywords if k.arg == "action" and isinstance(k.value, ast.Constant)), None)
+        found.add(_constant_type(default, action))
+    return found
+
+
+def _constant_type(default: ast.expr | None, action: object) -> Type | None:
+    if default is None:
+        return FALSE_TYPE if action == "store_true" else TRUE_TYPE if action == "store_false" else NONE_TYPE
+    if not isinstance(default, ast.Constant):
+        return None
+    value = default.value
+    if value is None:
+        return NONE_TYPE
+    if isinstance(value, bool):
+        return TRUE_TYPE if value else FALSE_TYPE
+    if isinstance(value, str):
+        return LiteralType(value)
+    return None

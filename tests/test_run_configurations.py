@@ -1,0 +1,48 @@
+"""Configuration chosen at run time (`../shared/DESIGN.md`): a checkpointed path that only a
+non-default command-line mode takes (argparse's default chooses the default one) is reported only
+with `--all-configurations` / `all-configurations = true`; real CLI runs, with the cache on."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from conftest import REPO, run_cli
+
+SAFE = REPO / "fixtures" / "regions" / "safe" / "command_line_modes"
+
+
+def _project(tmp_path: Path, configured: bool = False) -> Path:
+    project = tmp_path / "project"
+    shutil.copytree(SAFE, project)
+    (project / "pyproject.toml").write_text("[tool.ckptlint]\nall-configurations = true\n" if configured else "")
+    return project
+
+
+def _codes(output: bytes) -> list[str]:
+    return [line.split(" ")[0] + " " + line.split(" ")[1] for line in output.decode().splitlines() if " CKP" in line]
+
+
+def test_a_non_default_mode_is_reported_only_when_every_configuration_is_asked_for(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    default = run_cli(str(project), cwd=project)
+    assert default.returncode == 0, default.stdout.decode()
+    every = run_cli(str(project), "--all-configurations", cwd=project)  # the same cache: the flag is part of its key
+    assert every.returncode == 1
+    assert _codes(every.stdout) == ["trainer/model.py:25:9: CKP203"]
+    again = run_cli(str(project), cwd=project)
+    assert again.returncode == 0, again.stdout.decode()
+
+
+def test_the_configuration_key_asks_for_every_configuration(tmp_path: Path) -> None:
+    project = _project(tmp_path, configured=True)
+    completed = run_cli(str(project), cwd=project)
+    assert completed.returncode == 1 and "trainer/model.py:25:9: CKP203" in completed.stdout.decode()
+
+
+def test_a_bad_value_for_the_key_is_a_clear_error(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    (project / "pyproject.toml").write_text('[tool.ckptlint]\nall-configurations = "yes"\n')
+    completed = run_cli(str(project), cwd=project)
+    assert completed.returncode == 2
+    assert "all-configurations" in completed.stderr.decode() and "expected true or false" in completed.stderr.decode()
