@@ -99,3 +99,18 @@ def test_a_norm_that_is_the_region_is_confirmed_at_its_checkpoint_call(tmp_path:
     assert completed.returncode == 1, completed.stderr.decode()[-2000:]
     [finding] = json.loads(report_file.read_text())["findings"]
     assert (finding["code"], finding["line"], finding["status"]) == ("CKP204", 13, CONFIRMED)
+
+
+def test_a_norm_a_container_runs_is_shown_where_the_project_calls_the_container() -> None:
+    """`self.conv1(x)` with `conv1 = nn.Sequential(conv, bn)`: torch's Sequential calls the BatchNorm,
+    so its statistics are shown at the line that calls `conv1`, where the static finding is."""
+    record = _record(
+        [{"category": "buffer", "name": "region.conv1.1.running_mean"}],
+        {"region.conv1": [("/p/blocks.py", 41, 41)], "region.conv2": [("/p/blocks.py", 42, 42)]},
+    )
+    findings = [
+        {"path": "/p/blocks.py", "line": 41, "column": 13, "code": "CKP204", "message": "`self.conv1[...]` (BatchNorm2d)"},
+        {"path": "/p/blocks.py", "line": 42, "column": 13, "code": "CKP204", "message": "`self.conv2[...]` (BatchNorm2d)"},
+    ]
+    joined, _ = join([record], findings, "/")
+    assert [item["status"] for item in joined] == [CONFIRMED, REGION_ONLY]

@@ -115,12 +115,28 @@ def _buffer_shown(record: Record, finding: dict[str, Any], path: str, line: int)
     for reason in record.reasons:
         if reason["category"] != "buffer":
             continue
-        spans = record.module_lines.get(reason["name"].rpartition(".")[0], [])
+        owner = reason["name"].rpartition(".")[0]
+        spans = _called_at(record, owner)
         if _same_place(record.site, path, line) and not any(first == last for _, first, last in spans):
             return True
         if any(file == path and first <= line <= last for file, first, last in spans):
             return True
     return False
+
+
+def _called_at(record: Record, owner: str) -> list[tuple[str, int, int]]:
+    """Where the project reaches a module: its own spans (the lines that call it, its forward), or,
+    when no project line calls it (a BatchNorm a torch `Sequential` or a library `ConvModule` runs),
+    the lines that call its nearest ancestor the project does call (`self.conv1(x)`, where the static
+    finding on that BatchNorm is)."""
+    spans = list(record.module_lines.get(owner, ()))
+    name = owner
+    while not any(first == last for _, first, last in spans) and "." in name:
+        name = name.rpartition(".")[0]
+        called = [span for span in record.module_lines.get(name, ()) if span[1] == span[2]]
+        if called:
+            return spans + called
+    return spans
 
 
 def _state_shown(record: Record, finding: dict[str, Any], path: str, line: int) -> bool:
