@@ -77,7 +77,7 @@ class RegionEffects:
         if owner is None:
             return False
         tests = enclosing_tests(function_scope(call.scope).node, call.line)
-        return any(inference.run_arguments.truth(owner, test) is (not taken) for test, taken in tests if "self." in ast.unparse(test))
+        return any(inference.configuration_truth(owner, test) is (not taken) for test, taken in tests if "self." in ast.unparse(test))
 
     def region_calls(self, call: CheckpointCall) -> list[CallEdge]:
         """Every call the region makes, directly or through its callees, each resolved or not

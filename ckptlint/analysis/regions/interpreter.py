@@ -364,7 +364,7 @@ class FunctionInterpreter(CallDispatch):
         value = self.eval_name_quietly(receiver)
         classes = [t for t in value.types if isinstance(t, ClassType)] if value is not None else []
         info = self.inference.classes.by_name(classes[0].name) if len(classes) == 1 else None
-        return self.inference.run_arguments.truth(info, test, receiver) if info is not None else None
+        return self.inference.configuration_truth(info, test, receiver) if info is not None else None
 
     def if_statement(self, node: ast.If) -> None:
         """Both branches, unless the test is known in this context (`if use_cache:` with

@@ -72,7 +72,7 @@ from ckptlint.versions import NO_VERSIONS, Versions
 MAX_DEPTH = 24
 
 
-class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects, InstanceFlags):
+class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects, InstanceFlags, RunArguments):
     """Types of expressions across the project; `module_structure.py` and `zoo.py` are its plugins."""
 
     def __init__(self, project: Project, classes: ClassIndex, versions: Versions = NO_VERSIONS):
@@ -98,7 +98,8 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
         self._registrations = {}
         self._choosing = {}
         self._fields = {}
-        self.run_arguments = RunArguments(self)  # the command line's defaults: the default configuration
+        self._argument_defaults = {}  # (package, dest) -> the command line's default
+        self._package_files_found = {}
         self._registering = {}
         self._dict_writes = {}  # by the name a call unpacks (`**ba`)
         self._statement_indexes: dict[int, StatementIndex] = {}  # by function scope

@@ -27,15 +27,13 @@ from ckptlint.project import content_digest
 _MAX_FILES = 2000  # a package larger than this is not searched for its command line
 
 
-class RunArguments:
-    """Argparse defaults per package, read once per run."""
+class RunArguments(TypeEvaluator):
+    """Argparse defaults per package, read once per run (a mixin of `evaluator.TypeInference`)."""
 
-    def __init__(self, inference: TypeEvaluator):
-        self.inference = inference
-        self._defaults: dict[tuple[str, str], Type | None] = {}
-        self._files: dict[str, list[str]] = {}
+    _argument_defaults: dict[tuple[str, str], Type | None]
+    _package_files_found: dict[str, list[str]]
 
-    def truth(self, info: ClassInfo, test: ast.expr, receiver: str = "self") -> bool | None:
+    def configuration_truth(self, info: ClassInfo, test: ast.expr, receiver: str = "self") -> bool | None:
         """A test on `self.<attribute>`s set from the command line, decided by its defaults; None otherwise."""
 
         def lookup(path: str) -> Value | None:
@@ -48,7 +46,7 @@ class RunArguments:
         return known_truth(test, lookup, values=True)
 
     def _attribute_default(self, info: ClassInfo, attribute: str) -> Type | None:
-        classes = self.inference.classes
+        classes = self.classes
         assignments = [(cls, a) for cls in classes.mro(info) for a in cls.attribute_assignments.get(attribute, ())]
         if not assignments:
             return None
@@ -67,14 +65,14 @@ class RunArguments:
         module = cls.module
         package = module.name.partition(".")[0]
         key = (package, dest)
-        if key in self._defaults:
-            return self._defaults[key]
+        if key in self._argument_defaults:
+            return self._argument_defaults[key]
         found: set[Type | None] = set()
         spellings = (f"--{dest.replace('_', '-')}".encode(), f"--{dest}".encode())
         consulted: dict[str, str] = {}
         for path in self._package_files(package):
             try:
-                data = self.inference.project.file_data(path)
+                data = self.project.file_data(path)
             except OSError:
                 continue
             if not any(spelling in data for spelling in spellings):
@@ -82,16 +80,16 @@ class RunArguments:
             consulted[path] = content_digest(data)
             found.update(_declared_defaults(data, dest))
         if consulted and module.source is not None:
-            self.inference.project.consult(module.source.path, consulted)
+            self.project.consult(module.source.path, consulted)
         result = found.pop() if len(found) == 1 else None
-        self._defaults[key] = result
+        self._argument_defaults[key] = result
         return result
 
     def _package_files(self, package: str) -> list[str]:
-        files = self._files.get(package)
+        files = self._package_files_found.get(package)
         if files is None:
-            directory = self.inference.project.module_directory(package)
-            files = self._files[package] = self.inference.project.python_files_under(os.fspath(directory), _MAX_FILES) if directory is not None else []
+            directory = self.project.module_directory(package)
+            files = self._package_files_found[package] = self.project.python_files_under(os.fspath(directory), _MAX_FILES) if directory is not None else []
         return files
 
 

@@ -143,15 +143,15 @@ class Composition:
             if model is None:
                 continue
             find_unused = _literal(call, "find_unused_parameters", False)
-            types = self.models.model_types(model, scope)
+            types, built = self._model_of(model, scope)
             if find_unused is True:
-                checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
+                checkpoints, name = self._model_checkpoints(types, reentrant_only=True, built=built)
                 applied = tuple(self._applied_before(model, scope, call))
                 checkpoints, name = _unique((*checkpoints, *applied)), name or (f"`{ast.unparse(model)}`" if applied else "")
                 if checkpoints:
                     yield ModelHazard(call, "DistributedDataParallel", checkpoints, name)
             elif find_unused is False and _literal(call, "static_graph", False) is False:
-                checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
+                checkpoints, name = self._model_checkpoints(types, reentrant_only=True, built=built)
                 for checkpoint_call in checkpoints:
                     twice = self._reached_twice(checkpoint_call)
                     if twice:
@@ -235,8 +235,7 @@ class Composition:
                 continue
             callee = call.func.value if isinstance(call.func, ast.Attribute) and call.func.attr == "forward" else call.func
             if isinstance(callee, (ast.Name, ast.Attribute)):
-                built = self._built(callee, scope)
-                types = frozenset({built}) if built is not None else self.models.model_types(callee, scope)
+                types, built = self._model_of(callee, scope)
                 checkpoints, name = self._model_checkpoints(types, reentrant_only, built)
                 if checkpoints:
                     found.extend(checkpoints)
@@ -310,6 +309,11 @@ class Composition:
                     if _counts(call, reentrant_only) and (item is not built or runs_in(self.inference, call, item))
                 )
         return _unique(found), sorted(t.short for t in roots)[0] if found else ""
+
+    def _model_of(self, model: ast.expr, scope: Scope) -> tuple[Types, ClassType | None]:
+        """What a model expression holds, and the instance itself when this code builds it (`model = Net(8)`)."""
+        built = self._built(model, scope)
+        return (frozenset({built}), built) if built is not None else (self.models.model_types(model, scope), None)
 
     def _built(self, model: ast.expr, scope: Scope) -> ClassType | None:
         """The project module a name holds when this code builds it (`model = Net(8)`), as built."""
@@ -402,8 +406,8 @@ class Composition:
         for shardings in self.shardings.by_function.values():
             for sharding in shardings:
                 if sharding.fsdp2 and sharding.module is not None:
-                    types = self.models.model_types(sharding.module, sharding.scope)
-                    checkpoints, name = self._model_checkpoints(types, reentrant_only=True)
+                    types, built = self._model_of(sharding.module, sharding.scope)
+                    checkpoints, name = self._model_checkpoints(types, reentrant_only=True, built=built)
                     if checkpoints:
                         yield ModelHazard(sharding.node, "fully_shard", checkpoints, name)
 
