@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import os
+from pathlib import Path
 
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics.known_truth import known_truth
@@ -23,6 +24,7 @@ from ckptlint.analysis.semantics.protocol import TypeEvaluator
 from ckptlint.analysis.semantics.values import FALSE_TYPE, NONE_TYPE, TRUE_TYPE, LiteralType, Type, Value
 from ckptlint.classes import ClassInfo
 from ckptlint.project import content_digest
+from ckptlint.symbols import ModuleSymbols
 
 _MAX_FILES = 2000  # a package larger than this is not searched for its command line
 
@@ -73,12 +75,14 @@ class RunArguments(TypeEvaluator):
         for path in self._package_files(package):
             try:
                 data = self.project.file_data(path)
+                if not any(spelling in data for spelling in spellings):
+                    continue
+                loaded = self.project.load(Path(path))
             except OSError:
                 continue
-            if not any(spelling in data for spelling in spellings):
-                continue
-            consulted[path] = content_digest(data)
-            found.update(_declared_defaults(data, dest))
+            consulted[path] = loaded.digest or content_digest(data)
+            if loaded.symbols is not None:
+                found.update(_declared_defaults(loaded.symbols, dest))
         if consulted and module.source is not None:
             self.project.consult(module.source.path, consulted)
         result = found.pop() if len(found) == 1 else None
@@ -93,25 +97,33 @@ class RunArguments(TypeEvaluator):
         return files
 
 
-def _declared_defaults(data: bytes, dest: str) -> set[Type | None]:
-    """The defaults `add_argument` calls in a file give `dest` (None for one that is not a constant)."""
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError):
-        return set()
+def _declared_defaults(module: ModuleSymbols, dest: str) -> set[Type | None]:
+    """The defaults `add_argument` calls in a module give `dest` (None for one that is not a
+    constant). The top-level definition holding each call is looked up by name, as any analysis
+    that reads a definition does (what the cache's keys watch)."""
     found: set[Type | None] = set()
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
-            continue
-        options = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        named = next((k.value.value for k in node.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)), None)
-        names = {named} if named else {o.lstrip("-").replace("-", "_") for o in options if o.startswith("--")}
-        if dest not in names:
-            continue
-        default = next((k.value for k in node.keywords if k.arg == "default"), None)
-        action = next((k.value.value for k in node.keywords if k.arg == "action" and isinstance(k.value, ast.Constant)), None)
-        found.add(_constant_type(default, action))
+    for statement in module.tree.body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+                declared, default = _declared_default(node, dest)
+                if not declared:
+                    continue
+                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    module.scope.bindings.get(statement.name)  # the lookup that makes it a read of that definition
+                found.add(default)
     return found
+
+
+def _declared_default(node: ast.Call, dest: str) -> tuple[bool, Type | None]:
+    """Whether one `add_argument` call declares `dest`, and the default it gives it."""
+    options = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    named = next((k.value.value for k in node.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)), None)
+    names = {named} if named else {o.lstrip("-").replace("-", "_") for o in options if o.startswith("--")}
+    if dest not in names:
+        return False, None
+    default = next((k.value for k in node.keywords if k.arg == "default"), None)
+    action = next((k.value.value for k in node.keywords if k.arg == "action" and isinstance(k.value, ast.Constant)), None)
+    return True, _constant_type(default, action)
 
 
 def _constant_type(default: ast.expr | None, action: object) -> Type | None:
