@@ -31,6 +31,7 @@ from ckptlint.analysis.regions.summary import (
     RUNNING_STATS,
     TORCH_RANDOM,
     Effect,
+    under_condition,
     with_note,
 )
 from ckptlint.calls import CheckpointCall
@@ -49,7 +50,8 @@ class RegionEffects:
         if cached is not None:
             return cached
         found: list[Effect] = []
-        if self._default_configuration_skips(call):
+        mode = self._non_default_mode(call)
+        if mode and not self.resolver.inference.versions.all_configurations:
             self._by_call[id(call.node)] = found
             return found
         seen: set[tuple[str, int]] = set()
@@ -60,24 +62,26 @@ class RegionEffects:
                     found.append(effect)
         if call.reentrant:  # the replay runs the whole region (a non-reentrant one stops after its last saved tensor)
             found = without_balanced_stacks(found)
+        if mode:  # `--all-configurations`: the call runs only in that mode
+            found = [under_condition(e, mode) for e in found]
         owner = self.resolver.classes.enclosing_class(call.module, call.scope)
         if owner is not None and any(_norm_call(e) for e in found) and self.frozen_norms.frozen(owner):
             found = [e for e in found if not _norm_call(e)]  # an owner's train() keeps them in eval mode
         self._by_call[id(call.node)] = found
         return found
 
-    def _default_configuration_skips(self, call: CheckpointCall) -> bool:
-        """Whether the call sits on an arm only a non-default command-line mode takes (`if
+    def _non_default_mode(self, call: CheckpointCall) -> str:
+        """The test that puts the call on an arm only a non-default command-line mode takes (`if
         self.transformer_impl == 'transformer_engine':` with `--transformer-impl` defaulting to
-        `'local'`): not reported unless every configuration is asked for (`--all-configurations`)."""
-        inference = self.resolver.inference
-        if inference.versions.all_configurations:
-            return False
+        `'local'`), as a condition; "" on the default path. Not reported unless every
+        configuration is asked for (`--all-configurations`), and then with that condition."""
         owner = self.resolver.classes.enclosing_class(call.module, call.scope)
         if owner is None:
-            return False
-        tests = enclosing_tests(function_scope(call.scope).node, call.line)
-        return any(inference.configuration_truth(owner, test) is (not taken) for test, taken in tests if "self." in ast.unparse(test))
+            return ""
+        for test, taken in enclosing_tests(function_scope(call.scope).node, call.line):
+            if "self." in ast.unparse(test) and self.resolver.inference.configuration_truth(owner, test) is (not taken):
+                return f"{'' if taken else 'not '}`{ast.unparse(test)}`, a non-default command-line mode"
+        return ""
 
     def region_calls(self, call: CheckpointCall) -> list[CallEdge]:
         """Every call the region makes, directly or through its callees, each resolved or not

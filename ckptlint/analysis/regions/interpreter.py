@@ -351,10 +351,10 @@ class FunctionInterpreter(CallDispatch):
         if truth is None:
             truth = version_truth(test, self.module, self.scope, self.inference.versions)
         if truth is None and not self.inference.versions.all_configurations:
-            truth = self._default_configuration_truth(test)
+            truth = self.default_configuration_truth(test)
         return truth
 
-    def _default_configuration_truth(self, test: ast.expr) -> bool | None:
+    def default_configuration_truth(self, test: ast.expr) -> bool | None:
         """`if self.transformer_impl == 'transformer_engine':` with the attribute set from the command
         line, decided by its argparse default (run_arguments.py): the other arm is a non-default mode."""
         receivers = {node.value.id for node in ast.walk(test) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)}
@@ -377,7 +377,10 @@ class FunctionInterpreter(CallDispatch):
             self.block(node.body if truth else node.orelse)
             return
         bound_before = [name for name in self.env if "." not in name]
-        self.branches(node.body, node.orelse, conditions=argument_guard(node.test, self.maybe_none_parameters()))
+        conditions = argument_guard(node.test, self.maybe_none_parameters())
+        if not any(conditions) and self.inference.versions.all_configurations:
+            conditions = mode_conditions(node.test, self.default_configuration_truth(node.test))
+        self.branches(node.body, node.orelse, conditions=conditions)
         if CHECKPOINT_PHASE in test.volatile:  # `if is_recomputing(): saved.pop(0)`: each arm runs in one pass only
             self._drop_effects(mark.effects, writes_only=False)
             return
@@ -764,3 +767,11 @@ def _merge_envs(envs: list[dict[str, Value]]) -> dict[str, Value]:
             names.setdefault(name, []).append(value)
     return {name: merge(values) for name, values in names.items()}
 
+
+def mode_conditions(test: ast.expr, default: bool | None) -> tuple[str, str]:
+    """Under `--all-configurations`, what the arm the command line's default does not take needs:
+    `self.attention_impl == 'fused'` (a non-default command-line mode), for messages and `condition`."""
+    if default is None:
+        return "", ""
+    condition = f"`{ast.unparse(test)}`, a non-default command-line mode"
+    return ("", f"not {condition}") if default else (condition, "")

@@ -72,7 +72,7 @@ class RunArguments(TypeEvaluator):
         found: set[Type | None] = set()
         spellings = (f"--{dest.replace('_', '-')}".encode(), f"--{dest}".encode())
         consulted: dict[str, str] = {}
-        for path in self._package_files(package):
+        for path in self._package_files(package, module):
             try:
                 data = self.project.file_data(path)
                 if not any(spelling in data for spelling in spellings):
@@ -89,10 +89,13 @@ class RunArguments(TypeEvaluator):
         self._argument_defaults[key] = result
         return result
 
-    def _package_files(self, package: str) -> list[str]:
+    def _package_files(self, package: str, module: ModuleSymbols) -> list[str]:
+        """The `.py` files of the module's top-level package; of its own folder for a top-level module (`train.py`)."""
         files = self._package_files_found.get(package)
         if files is None:
             directory = self.project.module_directory(package)
+            if directory is None and module.source is not None:
+                directory = Path(os.path.abspath(module.source.path)).parent
             files = self._package_files_found[package] = self.project.python_files_under(os.fspath(directory), _MAX_FILES) if directory is not None else []
         return files
 
