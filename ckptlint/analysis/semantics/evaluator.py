@@ -93,6 +93,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
         self._env = {}
         self._env_binding_types: dict[tuple[int, tuple[object, ...]], Types] = {}
         self._env_returns = {}
+        self._env_active = {}
         self._configured_attributes: dict[tuple[int, str, Passed], Types] = {}
         self._outside_stores: dict[tuple[int, str], bool] = {}  # (module id, attribute): set on other objects there
         self._registrations = {}

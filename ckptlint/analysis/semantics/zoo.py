@@ -41,6 +41,11 @@ from ckptlint.symbols import (
 )
 
 
+# how many evaluations of one function with arguments may be under way at once: a recursive
+# function whose arguments change at each call (a prefix grown by concatenation) has no fixed point
+MAX_ENV_RECURSION = 3
+
+
 class ZooChoices(TypeEvaluator):
     """The evaluator's model-zoo construction: registries, config dicts and argument-dependent evaluation."""
 
@@ -48,6 +53,7 @@ class ZooChoices(TypeEvaluator):
     # and memos keyed by them
     _env: dict[int, dict[str, Types]]
     _env_returns: dict[tuple[int, tuple[object, ...]], Types]
+    _env_active: dict[int, int]  # function scope id -> evaluations with arguments under way
     _registrations: dict[int, list[tuple[str, str, str]]]
     _choosing: dict[int, frozenset[str]]
     _registering: dict[str, bool]
@@ -373,8 +379,15 @@ class ZooChoices(TypeEvaluator):
         cached = self._env_returns.get(key)
         if cached is not None:
             return cached
+        active = self._env_active.get(id(scope), 0)
+        if active >= MAX_ENV_RECURSION:  # a function that calls itself with other arguments each time
+            return EMPTY
         self._env_returns[key] = EMPTY
-        result = self.returns_in(module, scope, outer)
+        self._env_active[id(scope)] = active + 1
+        try:
+            result = self.returns_in(module, scope, outer)
+        finally:
+            self._env_active[id(scope)] = active
         self._env_returns[key] = result
         return result
 
