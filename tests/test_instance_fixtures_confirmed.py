@@ -10,6 +10,21 @@ import pytest
 
 from conftest import REPO, expectations, run_cli
 
+
+def _one_training_step(folder: str, module: str, build: str, shape: str) -> str:
+    """A script that imports `module` from `fixtures/<folder>`, builds `build` and runs one
+    training step on an input of `shape` (the driver `ckptlint confirm` runs)."""
+    name = build.partition("(")[0]
+    return f"""
+import sys
+import torch
+sys.path.insert(0, "fixtures/{folder}")
+from {module} import {name}
+model = {build}.train()
+model(torch.randn({shape}, requires_grad=True)).sum().backward()
+"""
+
+
 DRIVERS = {
     "fixtures/regions/hazards/instance_guard_numeric.py": """
 import random, sys, types
@@ -24,54 +39,17 @@ for model in (Model(8, Config(layer_drop=0.5)), ArgsModel(types.SimpleNamespace(
     except torch.utils.checkpoint.CheckpointError:
         pass
 """,
-    "fixtures/regions/hazards/built_elsewhere/netzoo/splitnet.py": """
-import sys
-import torch
-sys.path.insert(0, "fixtures/regions/hazards/built_elsewhere")
-from netzoo.splitnet import splitnet
-model = splitnet().train()
-model(torch.randn(4, 8, requires_grad=True)).sum().backward()
-""",
-    "fixtures/regions/hazards/instances_of_one_class.py": """
-import sys
-import torch
-sys.path.insert(0, "fixtures/regions/hazards")
-from instances_of_one_class import Model
-model = Model(8).train()
-model(torch.randn(4, 8, requires_grad=True)).sum().backward()
-""",
-    "fixtures/regions/hazards/config_object_build.py": """
-import sys
-import torch
-sys.path.insert(0, "fixtures/regions/hazards")
-from config_object_build import build_model
-model = build_model().train()
-model(torch.randn(2, 16, 8, 8, requires_grad=True)).sum().backward()
-""",
-    "fixtures/regions/hazards/module_spec_build.py": """
-import sys
-import torch
-sys.path.insert(0, "fixtures/regions/hazards")
-from module_spec_build import build_stack
-model = build_stack().train()
-model(torch.randn(4, 16, requires_grad=True)).sum().backward()
-""",
-    "fixtures/regions/hazards/norm_eval_backbone.py": """
-import sys
-import torch
-sys.path.insert(0, "fixtures/regions/hazards")
-from norm_eval_backbone import ResNet
-model = ResNet().train()
-model(torch.randn(2, 8, 4, 4, requires_grad=True)).sum().backward()
-""",
-    "fixtures/regions/hazards/checkpoint_wrapper_class_block.py": """
-import sys
-import torch
-sys.path.insert(0, "fixtures/regions/hazards")
-from checkpoint_wrapper_class_block import Model
-model = Model(2).train()
-model(torch.randn(4, 32, requires_grad=True)).sum().backward()
-""",
+    **{
+        fixture: _one_training_step(folder, module, build, shape)
+        for fixture, folder, module, build, shape in (
+            ("fixtures/regions/hazards/built_elsewhere/netzoo/splitnet.py", "regions/hazards/built_elsewhere", "netzoo.splitnet", "splitnet()", "4, 8"),
+            ("fixtures/regions/hazards/instances_of_one_class.py", "regions/hazards", "instances_of_one_class", "Model(8)", "4, 8"),
+            ("fixtures/regions/hazards/config_object_build.py", "regions/hazards", "config_object_build", "build_model()", "2, 16, 8, 8"),
+            ("fixtures/regions/hazards/module_spec_build.py", "regions/hazards", "module_spec_build", "build_stack()", "4, 16"),
+            ("fixtures/regions/hazards/norm_eval_backbone.py", "regions/hazards", "norm_eval_backbone", "ResNet()", "2, 8, 4, 4"),
+            ("fixtures/regions/hazards/checkpoint_wrapper_class_block.py", "regions/hazards", "checkpoint_wrapper_class_block", "Model(2)", "4, 32"),
+        )
+    },
 }
 
 
@@ -98,7 +76,7 @@ def test_a_backbone_that_keeps_its_norms_in_eval_mode_replays_equivalently(tmp_p
     replay agrees that checkpointing changes nothing there (the static analysis reports nothing)."""
     pytest.importorskip("torch")
     driver = tmp_path / "drive.py"
-    driver.write_text(DRIVERS["fixtures/regions/hazards/norm_eval_backbone.py"].replace("regions/hazards", "regions/safe"))
+    driver.write_text(_one_training_step("regions/safe", "norm_eval_backbone", "ResNet()", "2, 8, 4, 4"))
     report = tmp_path / "report.json"
     completed = run_cli("confirm", "--lint", "fixtures/regions/safe/norm_eval_backbone.py", "--report", str(report), str(driver))
     assert completed.returncode == 0, completed.stderr.decode()[-2000:]

@@ -34,7 +34,9 @@ from ckptlint.analysis.regions.summary import (
     under_condition,
     with_note,
 )
+from ckptlint.analysis.semantics.run_arguments import mode_condition
 from ckptlint.calls import CheckpointCall
+from ckptlint.classes import ClassInfo
 
 
 class RegionEffects:
@@ -50,7 +52,8 @@ class RegionEffects:
         if cached is not None:
             return cached
         found: list[Effect] = []
-        mode = self._non_default_mode(call)
+        owner = self.resolver.classes.enclosing_class(call.module, call.scope)
+        mode = self._non_default_mode(call, owner) if owner is not None else ""
         if mode and not self.resolver.inference.versions.all_configurations:
             self._by_call[id(call.node)] = found
             return found
@@ -64,23 +67,19 @@ class RegionEffects:
             found = without_balanced_stacks(found)
         if mode:  # `--all-configurations`: the call runs only in that mode
             found = [under_condition(e, mode) for e in found]
-        owner = self.resolver.classes.enclosing_class(call.module, call.scope)
         if owner is not None and any(_norm_call(e) for e in found) and self.frozen_norms.frozen(owner):
             found = [e for e in found if not _norm_call(e)]  # an owner's train() keeps them in eval mode
         self._by_call[id(call.node)] = found
         return found
 
-    def _non_default_mode(self, call: CheckpointCall) -> str:
+    def _non_default_mode(self, call: CheckpointCall, owner: ClassInfo) -> str:
         """The test that puts the call on an arm only a non-default command-line mode takes (`if
         self.transformer_impl == 'transformer_engine':` with `--transformer-impl` defaulting to
         `'local'`), as a condition; "" on the default path. Not reported unless every
         configuration is asked for (`--all-configurations`), and then with that condition."""
-        owner = self.resolver.classes.enclosing_class(call.module, call.scope)
-        if owner is None:
-            return ""
         for test, taken in enclosing_tests(function_scope(call.scope).node, call.line):
             if "self." in ast.unparse(test) and self.resolver.inference.configuration_truth(owner, test) is (not taken):
-                return f"{'' if taken else 'not '}`{ast.unparse(test)}`, a non-default command-line mode"
+                return mode_condition(test, taken)
         return ""
 
     def region_calls(self, call: CheckpointCall) -> list[CallEdge]:

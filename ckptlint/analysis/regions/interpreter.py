@@ -63,6 +63,7 @@ from ckptlint.analysis.semantics.known_truth import (
     known_truth,
     none_default_parameters,
 )
+from ckptlint.analysis.semantics.run_arguments import mode_condition
 from ckptlint.analysis.semantics.values import (
     CHECKPOINT_PHASE,
     CONST,
@@ -769,9 +770,8 @@ def _merge_envs(envs: list[dict[str, Value]]) -> dict[str, Value]:
 
 
 def mode_conditions(test: ast.expr, default: bool | None) -> tuple[str, str]:
-    """Under `--all-configurations`, what the arm the command line's default does not take needs:
-    `self.attention_impl == 'fused'` (a non-default command-line mode), for messages and `condition`."""
+    """Under `--all-configurations`, what the arm the command line's default does not take needs
+    (the body's condition, the `else`'s), for messages and `condition`."""
     if default is None:
         return "", ""
-    condition = f"`{ast.unparse(test)}`, a non-default command-line mode"
-    return ("", f"not {condition}") if default else (condition, "")
+    return ("", mode_condition(test, False)) if default else (mode_condition(test, True), "")

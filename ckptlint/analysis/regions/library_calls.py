@@ -358,15 +358,15 @@ class LibraryCalls:
         each call: `torch.tril(torch.ones(s, s)).to(x.device)`, or a name the function binds to one
         (`freqs = torch.exp(... torch.arange(half) ...)`). Its `.to(x.device)` copies it from the host
         in the forward and again in the replay."""
+        if isinstance(expr, ast.Name):
+            bindings = run.scope.bindings.get(expr.id, [])
+            single = bindings[0] if len(bindings) == 1 and bindings[0].kind == ASSIGN and not bindings[0].unpack else None
+            return hops > 0 and single is not None and single.value is not None and self._built_on_host(run, single.value, hops - 1)
         for inner in ast.walk(expr):
             if isinstance(inner, ast.Call) and keyword_value(inner, "device") is None:
                 name = run.module.qualified_name(inner.func, run.scope) or ""
                 if name.startswith("torch.") and torch_api.short_name(name) in _HOST_FACTORIES:
                     return True
-            if isinstance(inner, ast.Name) and hops > 0 and inner is expr:
-                bindings = run.scope.bindings.get(inner.id, [])
-                if len(bindings) == 1 and bindings[0].value is not None and bindings[0].kind == "assign" and not bindings[0].unpack:
-                    return self._built_on_host(run, bindings[0].value, hops - 1)
         return False
 
     def _explicit_device(self, run: Interpreter, device: ast.expr) -> str | None:

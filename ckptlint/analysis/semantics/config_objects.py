@@ -87,16 +87,18 @@ class ConfigObjects(TypeEvaluator):
                 for keyword in default.keywords:
                     if keyword.arg == "default":
                         return self.types(keyword.value, cls.module, scope)
-                    if keyword.arg in ("default_factory", "factory"):
-                        factory = ast.Call(func=keyword.value, args=[], keywords=[])
-                        ast.copy_location(factory, keyword.value)
-                        return frozenset().union(*(self.call_result(t, factory, cls.module, scope, 1) for t in self.types(keyword.value, cls.module, scope)))
+                    if keyword.arg in ("default_factory", "factory"):  # called with no argument
+                        return frozenset().union(*(self.call_result(t, None, cls.module, scope, 1) for t in self.types(keyword.value, cls.module, scope)))
                 return EMPTY
             return self.types(default, cls.module, scope)
         return EMPTY
 
-    def is_config_object(self, item: Type) -> bool:
-        """An instance of a config class whose construction is known: it chooses what is built from it."""
+    def config_objects(self, types: Types) -> Types:
+        """The instances of config classes whose construction is known among `types`: each chooses
+        what is built from it (`build_module(spec, dim)`, `cfg.build()`)."""
+        return frozenset(t for t in types if self._is_config_object(t))
+
+    def _is_config_object(self, item: Type) -> bool:
         if not isinstance(item, ClassType) or not item.arguments:
             return False
         info = self.classes.by_name(item.name)

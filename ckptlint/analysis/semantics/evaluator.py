@@ -214,7 +214,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
                 return EMPTY
             bound = self._bind_call_types(callee_scope, call, module, scope, depth)
             passed = self.passed(callee_module, callee_scope, callee.receiver is not None, call, module, scope, depth)
-            objects = frozenset(t for t in callee.receiver.types if self.is_config_object(t)) if callee.receiver is not None else EMPTY
+            objects = self.config_objects(callee.receiver.types) if callee.receiver is not None else EMPTY
             if objects:  # a method of a config object: `self` is that object
                 passed = tuple(sorted({**dict(passed), SELF: objects}.items()))
             returned = self.returned_for(callee_module, callee_scope, passed)

@@ -54,4 +54,3 @@ class InstanceFlags(TypeEvaluator):
             stores = re.finditer(r"\." + re.escape(attribute) + r"\s*(?:=(?!=)|[-+*/|&]=)", text)
             found = self._outside_stores[key] = any(text[max(0, m.start() - 4) : m.start()] != "self" for m in stores)
         return found
-

@@ -100,6 +100,12 @@ class RunArguments(TypeEvaluator):
         return files
 
 
+def mode_condition(test: ast.expr, body: bool) -> str:
+    """What an arm only a non-default command-line mode takes needs, in messages and `condition`:
+    `` `self.attention_impl == 'fused'`, a non-default command-line mode`` (`not ...` for the `else`)."""
+    return f"{'' if body else 'not '}`{ast.unparse(test)}`, a non-default command-line mode"
+
+
 def _declared_defaults(module: ModuleSymbols, dest: str) -> set[Type | None]:
     """The defaults `add_argument` calls in a module give `dest` (None for one that is not a
     constant). The top-level definition holding each call is looked up by name, as any analysis

@@ -200,13 +200,6 @@ class ZooChoices(TypeEvaluator):
             found.add(replace(instance, config=config if self._choice_parameters_of(item.name, config) else (), built_by=builder))
         return frozenset(found)
 
-    def _config_objects(self, types: Types) -> Types:
-        """The config objects among an argument's types (`build_module(spec, dim)`): each chooses what is built."""
-        return frozenset(t for t in types if self.is_config_object(t))
-
-    def _has_config_object(self, types: Types) -> bool:
-        return any(self.is_config_object(t) for t in types)
-
     def _choice_parameters_of(self, class_name: str, config: Passed) -> bool:
         info = self.classes.by_name(class_name)
         init = self.classes.find_method(info, "__init__") if info is not None else None
@@ -265,23 +258,23 @@ class ZooChoices(TypeEvaluator):
         params = [a.arg for a in positional_parameters(node.args)][1 if has_receiver else 0 :]
         keyword_only = {a.arg for a in node.args.kwonlyargs}
         choosing = self._choice_defaults(callee_module, callee_scope)
-        passed: dict[str, Types] = {}
+        given: list[tuple[str, Types]] = []
         for name, argument in zip(params, call.args):
             if isinstance(argument, ast.Starred):
                 break
-            types = self.types(argument, module, scope, depth + 1)
-            if name in choosing or registries.is_choice(types, passed=True) or self._has_config_object(types):
-                passed[name] = registries.choices(types) | self._config_objects(types)
+            given.append((name, self.types(argument, module, scope, depth + 1)))
         named = {*params, *keyword_only}
-        given = [(k.arg, self.types(k.value, module, scope, depth + 1)) for k in call.keywords if k.arg in named]
+        given += [(k.arg, self.types(k.value, module, scope, depth + 1)) for k in call.keywords if k.arg in named]
         for name, (types, may_miss) in self.unpacked_keywords(call, module, scope, depth, named).items():
             binding = next((b for b in callee_scope.bindings.get(name, ()) if b.kind == PARAM), None)
             if binding is not None:  # `Block(**ba)`: a key the call may miss may leave the default
                 default = parameter_default(binding) if may_miss else None
                 given.append((name, types | self.types(default, callee_module, callee_scope.parent or callee_scope, depth + 1)))
+        passed: dict[str, Types] = {}
         for name, types in given:
-            if name in choosing or registries.is_choice(types, passed=True) or self._has_config_object(types):
-                passed[name] = registries.choices(types) | self._config_objects(types)
+            objects = self.config_objects(types)  # `build_module(spec, dim)`: a config object chooses what is built
+            if name in choosing or registries.is_choice(types, passed=True) or objects:
+                passed[name] = registries.choices(types) | objects
         return tuple(sorted(passed.items()))
 
     def returned_for(self, module: ModuleSymbols, scope: Scope, passed: Passed) -> Types:
