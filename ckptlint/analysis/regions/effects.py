@@ -78,7 +78,7 @@ class RegionEffects:
         `'local'`), as a condition; "" on the default path. Not reported unless every
         configuration is asked for (`--all-configurations`), and then with that condition."""
         for test, taken in enclosing_tests(function_scope(call.scope).node, call.line):
-            if "self." in ast.unparse(test) and self.resolver.inference.configuration_truth(owner, test) is (not taken):
+            if self.resolver.inference.configuration_truth(owner, test) is (not taken):
                 return mode_condition(test, taken)
         return ""
 
