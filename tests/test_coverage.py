@@ -98,3 +98,15 @@ def test_a_class_built_with_different_choosing_arguments_is_said_to_merge_instan
     assert f"    unresolved: {fixture}:13:16: self.block (instances merged)" in lines
     assert [line for line in lines if "instances merged" in line and ":29:" in line] == []  # built twice alike
     assert lines[-1] == "coverage: 1 of 2 calls in 2 regions resolved (0.500); unresolved: 1 instances merged"
+
+
+def test_regions_held_by_bare_modules_zipped_pairs_named_stages_and_container_subclasses_are_known() -> None:
+    fixture = "fixtures/coverage/region_containers.py"
+    completed = run_cli("calls", fixture, "--unresolved", "--no-cache")
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.decode().splitlines()
+    assert lines[-1] == "coverage: 5 of 5 calls in 5 regions resolved (1.000)"
+    lint = run_cli(fixture, "--no-cache", "--format", "json")
+    (finding,) = json.loads(lint.stdout)["findings"]
+    assert (finding["code"], finding["line"]) == ("CKP204", 18)
+    assert sorted(site["line"] for site in finding["checkpoint_sites"]) == [50, 54, 58, 60]  # not the attention at 51

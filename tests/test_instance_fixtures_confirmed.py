@@ -48,6 +48,7 @@ for model in (Model(8, Config(layer_drop=0.5)), ArgsModel(types.SimpleNamespace(
             ("fixtures/regions/hazards/module_spec_build.py", "regions/hazards", "module_spec_build", "build_stack()", "4, 16"),
             ("fixtures/regions/hazards/norm_eval_backbone.py", "regions/hazards", "norm_eval_backbone", "ResNet()", "2, 8, 4, 4"),
             ("fixtures/regions/hazards/checkpoint_wrapper_class_block.py", "regions/hazards", "checkpoint_wrapper_class_block", "Model(2)", "4, 32"),
+            ("fixtures/regions/hazards/architecture_strings.py", "regions/hazards", "architecture_strings", "build()", "2, 3, 8, 8"),
         )
     },
 }
@@ -71,14 +72,21 @@ def test_every_marked_line_is_confirmed_by_a_replay(fixture: str, tmp_path: Path
     assert all("confirmed" in found for found in statuses.values()), statuses
 
 
-def test_a_backbone_that_keeps_its_norms_in_eval_mode_replays_equivalently(tmp_path: Path) -> None:
-    """The safe twin of norm_eval_backbone: its `train()` override freezes every BatchNorm, and the
-    replay agrees that checkpointing changes nothing there (the static analysis reports nothing)."""
+@pytest.mark.parametrize(
+    ("module", "build", "shape"),
+    [
+        ("norm_eval_backbone", "ResNet()", "2, 8, 4, 4"),  # its `train()` override freezes every BatchNorm
+        ("architecture_strings", "build()", "2, 3, 8, 8"),  # no architecture string builds a BatchNorm block
+    ],
+)
+def test_safe_twins_replay_equivalently(module: str, build: str, shape: str, tmp_path: Path) -> None:
+    """Safe twins a class-level analysis would flag: the replay agrees that checkpointing changes
+    nothing there, and the static analysis reports nothing."""
     pytest.importorskip("torch")
     driver = tmp_path / "drive.py"
-    driver.write_text(_one_training_step("regions/safe", "norm_eval_backbone", "ResNet()", "2, 8, 4, 4"))
+    driver.write_text(_one_training_step("regions/safe", module, build, shape))
     report = tmp_path / "report.json"
-    completed = run_cli("confirm", "--lint", "fixtures/regions/safe/norm_eval_backbone.py", "--report", str(report), str(driver))
+    completed = run_cli("confirm", "--lint", f"fixtures/regions/safe/{module}.py", "--report", str(report), str(driver))
     assert completed.returncode == 0, completed.stderr.decode()[-2000:]
     data = json.loads(report.read_text())
     assert data["findings"] == [] and data["records"] and {r["verdict"] for r in data["records"]} == {"equivalent"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from ckptlint.symbols import ANNOTATION, ASSIGN, ModuleSymbols, Scope
+from ckptlint.symbols import ANNOTATION, ASSIGN, PARAM, ModuleSymbols, Scope
 from ckptlint.syntax import walk
 
 READING_METHODS = frozenset({"get", "keys", "values", "items", "copy", "__contains__", "__getitem__"})
@@ -42,6 +42,8 @@ def dict_writes(module: ModuleSymbols, scope: Scope, use: ast.Name) -> DictWrite
     binding = bindings[0]
     if binding.kind == ASSIGN and isinstance(binding.node, ast.stmt):
         _start(writes, binding.value, _before(binding.node, use, parents), module, scope)
+    elif binding.kind == PARAM:  # `_make_block(self, ba)`: the keys of the dict the caller hands over
+        writes.merged.append((use, True, True))
     for node in walk(function):
         if isinstance(node, ast.Name) and node.id == use.id and isinstance(node.ctx, ast.Load) and node is not use:
             _use(writes, node, use, parents, module, scope)

@@ -19,4 +19,6 @@
 - `version_tests.py`: tests of a library's version, decided by the version the code runs with.
 - `known_truth.py`: tests whose outcome is known in an analysis context.
 - `reaching.py`: which bindings and returns a use can see, under the arguments being evaluated.
+- `folding.py`: calls computed from constants on the function's syntax (architecture strings decoded).
+- `constant_calls.py`: which calls are folded, with which constant arguments, and the result's types.
 """

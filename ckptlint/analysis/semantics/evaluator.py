@@ -20,9 +20,10 @@ from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.autograd_functions import APPLY, applied_forward
 from ckptlint.analysis.semantics.config_fields import field_keys
 from ckptlint.analysis.semantics.config_objects import SELF, ConfigObjects
+from ckptlint.analysis.semantics.constant_calls import ConstantCalls
 from ckptlint.analysis.semantics.instance_flags import InstanceFlags
 from ckptlint.analysis.semantics.known_truth import none_test_types
-from ckptlint.analysis.semantics.module_structure import ModuleStructure
+from ckptlint.analysis.semantics.module_structure import ModuleStructure, is_bare_module
 from ckptlint.analysis.semantics.modules import ModuleConstruction
 from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.analysis.semantics.protocol import EMPTY, Passed
@@ -72,7 +73,7 @@ from ckptlint.versions import NO_VERSIONS, Versions
 MAX_DEPTH = 24
 
 
-class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects, InstanceFlags, RunArguments):
+class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects, InstanceFlags, RunArguments, ConstantCalls):
     """Types of expressions across the project; `module_structure.py` and `zoo.py` are its plugins."""
 
     def __init__(self, project: Project, classes: ClassIndex, versions: Versions = NO_VERSIONS):
@@ -105,6 +106,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
         self._dict_writes = {}  # by the name a call unpacks (`**ba`)
         self._statement_indexes: dict[int, StatementIndex] = {}  # by function scope
         self._dead: dict[int, tuple[dict[str, Types], list[tuple[int, int]]]] = {}  # by function scope: (its arguments, dead lines)
+        self._folds = {}  # calls folded from constants, by function and argument values
 
     # -- expressions ----------------------------------------------------------
 
@@ -212,6 +214,9 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
             callee_scope = callee_module.scope_of.get(id(callee.node))
             if callee_scope is None:
                 return EMPTY
+            folded = self.folded_call(callee_module, callee_scope, call, module, scope) if call is not None and callee.receiver is None else None
+            if folded is not None:  # `decode_arch_def(arch_def)`: the dicts its strings decode to
+                return folded
             bound = self._bind_call_types(callee_scope, call, module, scope, depth)
             passed = self.passed(callee_module, callee_scope, callee.receiver is not None, call, module, scope, depth)
             objects = self.config_objects(callee.receiver.types) if callee.receiver is not None else EMPTY
@@ -304,6 +309,9 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
             return self.container_call(name, call, module, scope, depth)
         if name in ("copy.copy", "copy.deepcopy", "dataclasses.replace") and call.args:  # `replace(cfg, **kwargs)`: a config of the same class
             return self.types(call.args[0], module, scope, depth + 1)
+        if name == "builtins.zip" and call.args and not any(isinstance(a, ast.Starred) for a in call.args):  # pairs, unpacked by position
+            positions = tuple(element_types(self.types(a, module, scope, depth + 1)) for a in call.args)
+            return frozenset({ContainerType(torch_api.SEQUENCE, frozenset({TupleType(positions)}))})
         if name in ("builtins.enumerate", "builtins.reversed", "builtins.iter", "builtins.sorted"):
             return frozenset({ContainerType(torch_api.SEQUENCE, self._elements_of_arguments(call, module, scope, depth))})
         if name == "builtins.next" and call.args:  # `next(mamba_layers)` over `iter([...])`
@@ -429,7 +437,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
                 kinds = {t.kind for t in found if isinstance(t, ContainerType)} or {torch_api.SEQUENCE}
                 found = {t for t in found if not isinstance(t, ContainerType)}
                 found.update(ContainerType(kind, grown) for kind in kinds)
-            if binding.kind == ASSIGN and _is_bare_module(binding.value, module, scope):  # `m = nn.Module(); m.bn = ...`
+            if binding.kind == ASSIGN and is_bare_module(binding.value, module, scope):  # `m = nn.Module(); m.bn = ...`
                 found = {self.bare_module(module, binding.scope, binding.name, depth)}
             return frozenset(found)
         if binding.kind == LOOP:
@@ -610,7 +618,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
                 if in_init and initialised:
                     continue  # overridden by a subclass's __init__ (which runs after super().__init__())
                 # a fresh depth budget: the result is memoised, so it must not depend on the caller's depth
-                types = self.construction.value_types(self, assignment.value, cls.module, assignment.method, bound if in_init else None)
+                types = self.assigned_value_types(cls.module, assignment.method, attribute, assignment.value, bound if in_init else None)
                 found.update(types if assignment.unpack is None else unpacked_types(types, assignment.unpack))
             initialised = initialised or sets_in_init
             annotation = cls.class_level_annotations.get(attribute)
@@ -713,15 +721,6 @@ def _is_helper_method(scope: Scope) -> bool:
 
 # annotations of sequences whose elements the subscript names (`Tuple[Type[Block], ...]`)
 SEQUENCE_ANNOTATIONS = frozenset({"Tuple", "tuple", "List", "list", "Sequence", "Iterable", "MutableSequence"})
-
-
-def _is_bare_module(value: ast.expr | None, module: ModuleSymbols, scope: Scope) -> bool:
-    if not (isinstance(value, ast.Call) and not value.args and not value.keywords):
-        return False
-    func = value.func
-    if (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "") != "Module":
-        return False
-    return torch_api.torch_class(module.qualified_name(func, scope) or "") == "Module"
 
 
 IMPLICIT_CLASS_METHODS = frozenset({"__init_subclass__", "__new__", "__class_getitem__"})

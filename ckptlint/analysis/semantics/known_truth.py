@@ -29,6 +29,7 @@ TRUTH_TYPES = frozenset({NONE_TYPE, FALSE_TYPE, TRUE_TYPE})  # the types that de
 
 Lookup = Callable[[str], "Value | None"]
 Truth = Callable[[ast.expr], "bool | None"]
+Evaluate = Callable[[ast.expr], "Value | None"]
 
 
 def false_value(path: str = "", none: bool | None = False) -> Value:
@@ -56,12 +57,14 @@ def is_true(value: Value) -> bool:
     return value.types == frozenset({TRUE_TYPE})
 
 
-def known_truth(test: ast.expr, lookup: Lookup, values: bool = False) -> bool | None:
+def known_truth(test: ast.expr, lookup: Lookup, values: bool = False, evaluate: Evaluate | None = None) -> bool | None:
     """True or False when the test's outcome follows from constants and known-false names; None
     otherwise. With `values`, also from what the names hold (`isinstance(attn_type, str)` with a
     class, `attn_type == 'se'` with a string constant, the truth of a class): for the arguments
     a builder is called with, not for a region's attributes, whose string defaults (a config
-    dataclass's `routing_type = "aux_loss"`) the configuration a project runs may override."""
+    dataclass's `routing_type = "aux_loss"`) the configuration a project runs may override.
+    `evaluate` gives the value of a lookup in a config dict (`ba.get('num_experts', 0)`,
+    `ba['stride']`), for the tests a builder makes of the dict it is handed."""
     if isinstance(test, ast.Constant):
         return bool(test.value)
     if isinstance(test, (ast.Name, ast.Attribute)):  # a flag: `inplace`, `self.inplace`
@@ -70,17 +73,22 @@ def known_truth(test: ast.expr, lookup: Lookup, values: bool = False) -> bool | 
         if value is None:
             return None
         return False if is_false(value) else True if is_true(value) else _truthiness(value) if values else None
+    if evaluate is not None and values and is_dict_lookup(test):
+        value = evaluate(test)
+        return None if value is None else False if is_false(value) else True if is_true(value) else _truthiness(value)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = known_truth(test.operand, lookup, values)
+        inner = known_truth(test.operand, lookup, values, evaluate)
         return None if inner is None else not inner
     if isinstance(test, ast.BoolOp):
-        outcomes = [known_truth(value, lookup, values) for value in test.values]
+        outcomes = [known_truth(value, lookup, values, evaluate) for value in test.values]
         decisive = isinstance(test.op, ast.Or)  # `or` is decided by a true operand, `and` by a false one
         if decisive in outcomes:
             return decisive
         return (not decisive) if all(outcome is not None for outcome in outcomes) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
         return _identity_test(test, lookup)
+    if evaluate is not None and values:
+        lookup = _with_dict_lookups(lookup, evaluate, test)
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], tuple(_ORDER)):
         numeric = _numeric_test(test, lookup)
         if numeric is not None:
@@ -92,6 +100,31 @@ def known_truth(test: ast.expr, lookup: Lookup, values: bool = False) -> bool | 
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance" and len(test.args) == 2:
         return _isinstance_test(test.args[0], test.args[1], lookup)
     return None
+
+
+def is_dict_lookup(expr: ast.expr) -> bool:
+    """`ba.get('num_experts', 0)`, `ba.pop('s2d', False)`, `ba['stride']`: a string key looked up in a name."""
+    if isinstance(expr, ast.Subscript):
+        key, base = expr.slice, expr.value
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("get", "pop") and expr.args:
+        key, base = expr.args[0], expr.func.value
+    else:
+        return False
+    return isinstance(base, ast.Name) and isinstance(key, ast.Constant) and isinstance(key.value, str)
+
+
+def _with_dict_lookups(lookup: Lookup, evaluate: Evaluate, test: ast.Compare | ast.expr) -> Lookup:
+    """`lookup`, extended to the dict lookups the test compares (by their text)."""
+    operands = [test.left, *test.comparators] if isinstance(test, ast.Compare) else []
+    looked_up = {ast.unparse(o): o for o in operands if is_dict_lookup(o)}
+    if not looked_up:
+        return lookup
+
+    def extended(path: str) -> Value | None:
+        node = looked_up.get(path)
+        return evaluate(node) if node is not None else lookup(path)
+
+    return extended
 
 
 def _truthiness(value: Value) -> bool | None:
@@ -154,12 +187,21 @@ def _numeric_test(test: ast.Compare, lookup: Lookup) -> bool | None:
     if bound is None or path is None:
         return None
     value = lookup(path)
-    numbers = [number_of(t) for t in value.types] if value is not None and value.types else [None]
+    numbers = [_as_number(t) for t in value.types] if value is not None and value.types else [None]
     known = [n for n in numbers if n is not None]
     if len(known) < len(numbers):
         return None
     outcomes = {_ORDER[op](n, bound) for n in known}
     return outcomes.pop() if len(outcomes) == 1 else None
+
+
+def _as_number(item: object) -> float | None:
+    """A number constant's value; `False` and `True` are 0 and 1, as Python compares them (`s2d == 1`)."""
+    if item == FALSE_TYPE:
+        return 0.0
+    if item == TRUE_TYPE:
+        return 1.0
+    return number_of(item)  # type: ignore[arg-type]  # any other type gives None
 
 
 def number_constant(expr: ast.expr | None) -> float | None:
@@ -233,6 +275,8 @@ def _identity_test(test: ast.Compare, lookup: Lookup) -> bool | None:
 
 
 def _dotted(expr: ast.expr) -> str | None:
+    if is_dict_lookup(expr):
+        return ast.unparse(expr)  # answered by `_with_dict_lookups`, or by no name
     parts: list[str] = []
     while isinstance(expr, ast.Attribute):
         parts.append(expr.attr)

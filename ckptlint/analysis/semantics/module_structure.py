@@ -163,6 +163,14 @@ class ModuleStructure(TypeEvaluator):
             elements.update(self.types(value, module, scope, depth + 1))
         return frozenset(elements)
 
+    def assigned_value_types(self, module: ModuleSymbols, method: Scope, attribute: str, value: ast.expr, bound: dict[str, Types] | None) -> Types:
+        """What `self.<attribute> = value` in `method` stores: a bare `nn.Module()` holds the
+        attributes the method then sets on it (`self.mid = nn.Module(); self.mid.block_1 = Block()`)."""
+        receiver = receiver_name(method)
+        if receiver is not None and is_bare_module(value, module, method):
+            return frozenset({self.bare_module(module, method, f"{receiver}.{attribute}", 0)})
+        return self.construction.value_types(self, value, module, method, bound)
+
     def bare_module(self, module: ModuleSymbols, scope: Scope, name: str, depth: int) -> ClassType:
         """A bare `nn.Module()` with the attributes the scope sets on it, kept as its `arguments`."""
         attributes: dict[str, set[Type]] = {}
@@ -183,6 +191,9 @@ class ModuleStructure(TypeEvaluator):
                             items.setdefault(target.value.id, []).append(node.value)
                         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
                             attributes.setdefault(target.value.id, []).append((target.attr, node.value))
+                        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute) and isinstance(target.value.value, ast.Name):
+                            owner = f"{target.value.value.id}.{target.value.attr}"  # `self.mid.block_1 = ...`
+                            attributes.setdefault(owner, []).append((target.attr, node.value))
             cached = self._writes[id(scope)] = (items, attributes)
         return cached
 
@@ -234,3 +245,22 @@ def _keyword_constant(call: ast.Call | None, name: str) -> object:
         if keyword.arg == name and isinstance(keyword.value, ast.Constant):
             return keyword.value.value
     return None
+
+
+def is_bare_module(value: ast.expr | None, module: ModuleSymbols, scope: Scope) -> bool:
+    """`nn.Module()`: an empty module the code then hangs submodules on."""
+    if not (isinstance(value, ast.Call) and not value.args and not value.keywords):
+        return False
+    func = value.func
+    if (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "") != "Module":
+        return False
+    return torch_api.torch_class(module.qualified_name(func, scope) or "") == "Module"
+
+
+def receiver_name(method: Scope) -> str | None:
+    """The name a method calls its instance (`self`); None for a function without parameters."""
+    node = method.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    positional = [*node.args.posonlyargs, *node.args.args]
+    return positional[0].arg if positional else None

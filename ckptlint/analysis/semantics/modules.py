@@ -35,7 +35,7 @@ from ckptlint.analysis.semantics.values import (
 )
 from ckptlint.classes import ClassIndex, ClassInfo
 from ckptlint.passed_arguments import calls_of, parameter_position, passed_argument
-from ckptlint.symbols import CLASS, PARAM, Binding, ModuleSymbols, Scope, positional_parameters
+from ckptlint.symbols import ASSIGN, CLASS, PARAM, Binding, ModuleSymbols, Scope, positional_parameters
 from ckptlint.syntax import walk
 
 if TYPE_CHECKING:
@@ -188,8 +188,14 @@ class ModuleConstruction:
         if info is None or kind is None:
             return None
         elements = set(self.children(inference, info))
-        if call is not None and module is not None and scope is not None and self.classes.find_method(info, "__init__") is None:
-            elements.update(inference.container_elements(kind, call.args, module, scope, depth))  # `Stage(conv, bn)`
+        if call is not None and module is not None and scope is not None:
+            found = self.classes.find_method(info, "__init__")
+            if found is None:
+                elements.update(inference.container_elements(kind, call.args, module, scope, depth))  # `Stage(conv, bn)`
+            else:  # `ModuleList(modules, init_cfg)` whose `__init__` hands `modules` to `nn.ModuleList.__init__`
+                bound = _bind(found[1], call, passes_self=False)
+                handed = [bound[name] for name in _handed_to_base_init(found[1].node) if name in bound]
+                elements.update(inference.container_elements(kind, handed, module, scope, depth))
         return ContainerType(kind, frozenset(elements))
 
     # -- constructor arguments ------------------------------------------------------
@@ -382,7 +388,7 @@ class ModuleConstruction:
                     handed = [
                         i
                         for i, argument in enumerate(call.args)
-                        if any(_last_name(arm) == info.name and self._names(inference, arm, other, scope, info) for arm in _handed_classes(argument))
+                        if any(_last_name(arm) == info.name and self._names(inference, arm, other, scope, info) for arm in _handed_classes(argument, scope))
                     ]
                     if not handed:
                         continue
@@ -463,10 +469,10 @@ class _SpellingIndex:
         self.super_inits: list[int] = []  # `super().__init__(...)`
         self.subclasses: dict[str, list[ast.ClassDef]] = {}  # by the last name of one of their bases
         self.handed: dict[str, list[int]] = {}  # `build(Cls, ...)`: by `Cls`, a name passed positionally
-        for position, (call, _) in enumerate(module.calls):
+        for position, (call, scope) in enumerate(module.calls):
             func = call.func
             for argument in call.args:
-                for arm in _handed_classes(argument):
+                for arm in _handed_classes(argument, scope):
                     handed = _last_name(arm)
                     if handed is not None:
                         positions = self.handed.setdefault(handed, [])
@@ -496,9 +502,16 @@ class _SpellingIndex:
         return [self.calls[position] for position in sorted(set(positions))]
 
 
-def _handed_classes(argument: ast.expr) -> list[ast.expr]:
-    """What an argument may hand a factory: itself, or either arm of `LevitDistilled if distilled else Levit`."""
-    return [argument.body, argument.orelse] if isinstance(argument, ast.IfExp) else [argument]
+def _handed_classes(argument: ast.expr, scope: Scope) -> list[ast.expr]:
+    """What an argument may hand a factory: itself, either arm of `LevitDistilled if distilled else
+    Levit`, or what a local of the calling function is assigned (`model_cls = MobileNetV3`, then
+    `model_cls = MobileNetV3Features` under `features_only`)."""
+    if isinstance(argument, ast.IfExp):
+        return [argument.body, argument.orelse]
+    if isinstance(argument, ast.Name) and scope.kind != "module":
+        assigned = [b.value for b in scope.bindings.get(argument.id, ()) if b.kind == ASSIGN and isinstance(b.value, (ast.Name, ast.Attribute))]
+        return [argument, *assigned]
+    return [argument]
 
 
 def _last_name(expr: ast.expr) -> str | None:
@@ -619,3 +632,23 @@ def patterns_meet(first: Pattern, second: Pattern) -> bool:
         return len(literal) >= len(prefix) + len(suffix) and literal.startswith(prefix) and literal.endswith(suffix)
     (p1, s1), (p2, s2) = first, second
     return (p1.startswith(p2) or p2.startswith(p1)) and (s1.endswith(s2) or s2.endswith(s1))
+
+
+def _handed_to_base_init(init: ast.AST) -> list[str]:
+    """The parameters an `__init__` passes on to its base's (`nn.ModuleList.__init__(self, modules)`,
+    `super().__init__(*args)`): what a container subclass's constructor arguments fill it with."""
+    if not isinstance(init, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    parameters = {a.arg for a in positional_parameters(init.args)[1:]}
+    found: list[str] = []
+    for node in ast.walk(init):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__"):
+            continue
+        if not _is_super(node) and _last_name(node.func.value) not in torch_api.TORCH_CONTAINERS:
+            continue  # `BaseModule.__init__(self, init_cfg)`: not the container's contents
+        arguments = node.args if _is_super(node) else node.args[1:]
+        for argument in arguments:
+            value = argument.value if isinstance(argument, ast.Starred) else argument
+            if isinstance(value, ast.Name) and value.id in parameters and value.id not in found:
+                found.append(value.id)
+    return found

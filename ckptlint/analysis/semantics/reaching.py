@@ -85,7 +85,10 @@ class ReachingBindings(TypeEvaluator):
         def lookup(path: str) -> Value | None:
             return None if "." in path else Value(frozenset(), self._types_before(module, scope, path, test))
 
-        return known_truth(test, lookup, values=True)
+        def evaluate(expr: ast.expr) -> Value:
+            return Value(frozenset(), self.types(expr, module, scope))
+
+        return known_truth(test, lookup, values=True, evaluate=evaluate)
 
     def _types_before(self, module: ModuleSymbols, scope: Scope, name: str, test: ast.expr) -> Types:
         """What `name` holds at `test`, a test outside any loop: the union of its bindings that
@@ -115,6 +118,8 @@ class ReachingBindings(TypeEvaluator):
         in enumerate(zip(block_fns, channels))` gives `block_fn` the elements of `block_fns`."""
         if isinstance(iterable, ast.Call) and unpack:
             name = module.qualified_name(iterable.func, scope)
+            if name == "builtins.enumerate" and unpack[0] == 0:
+                return EMPTY  # the count: an int no literal gives
             if name == "builtins.enumerate" and unpack[0] == 1 and iterable.args:
                 return self._iterated(iterable.args[0], unpack[1:], module, scope, depth + 1)
             if name == "builtins.zip" and unpack[0] < len(iterable.args) and not any(isinstance(a, ast.Starred) for a in iterable.args):

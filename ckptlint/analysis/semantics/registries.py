@@ -112,6 +112,18 @@ def lookup(base: Types, key: Types, builder: str) -> Types:
     return over_approximated(everything, builder)
 
 
+def always_holds(base: Types, key: Types) -> bool:
+    """Whether every dict `base` may be holds the literal key(s) `key` (`ba.get('num_experts', 0)`
+    on block arguments that all name it never gives the default)."""
+    known = keys(key)
+    mappings = [t for t in base if isinstance(t, KeyedType)]
+    # a dict display is typed both by its keys and as a mapping of its values: the mapping adds no key
+    others = [t for t in base if not isinstance(t, KeyedType) and not (isinstance(t, ContainerType) and t.kind == torch_api.MAPPING)]
+    if not known or not mappings or others:
+        return False
+    return all(all(any(name == k for name, _ in t.items) for k in known) for t in mappings)
+
+
 def over_approximated(types: Types, builder: str) -> Types:
     """Classes an unknown key could select, each marked with who selected it (when several)."""
     classes = [t for t in types if isinstance(t, (ClassObjectType, ClassType))]
@@ -192,7 +204,7 @@ def _chooses(item: Type) -> bool:
     """A literal, config dict, class or flag; or a sequence of classes (`block_fns=(Bottleneck,) * 4`,
     one block class per stage). A float (a rate, a scale, an epsilon) chooses nothing built."""
     if isinstance(item, ContainerType) and item.kind == torch_api.SEQUENCE:
-        return any(isinstance(e, ClassObjectType) for e in item.elements)
+        return any(isinstance(e, (ClassObjectType, KeyedType)) or (isinstance(e, ContainerType) and _chooses(e)) for e in item.elements)
     if isinstance(item, LiteralType) and item.number and not item.value.lstrip("-").isdigit():
         return False
     return isinstance(item, CHOICE_TYPES) or item in FLAGS

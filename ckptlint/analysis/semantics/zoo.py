@@ -23,6 +23,7 @@ from ckptlint.analysis.semantics.values import (
     ClassType,
     ContainerType,
     KeyedType,
+    TupleType,
     Type,
     Types,
     element_types,
@@ -66,7 +67,9 @@ class ZooChoices(TypeEvaluator):
         keyed: set[Type] = set()
         for argument in call.args:
             given = self.types(argument, module, scope, depth + 1)
-            elements.update(element_types(given))
+            items = element_types(given)
+            entries = [t for t in items if isinstance(t, TupleType) and len(t.positions) == 2] if kind == torch_api.MAPPING else []
+            elements.update(frozenset().union(*(e.positions[1] for e in entries)) if entries else items)  # `OrderedDict([(name, m), ...])`: the values
             keyed.update(t for t in given if isinstance(t, KeyedType))
         if name == "builtins.dict" and call.keywords and not call.args:
             pairs = [(k.arg, self.types(k.value, module, scope, depth + 1)) for k in call.keywords if k.arg is not None]
@@ -112,9 +115,10 @@ class ZooChoices(TypeEvaluator):
             return base
         if not call.args:
             return None
-        found = registries.lookup(base, self.types(call.args[0], module, scope, depth + 1), self.builder(scope, func.value))
-        if len(call.args) > 1:
-            found |= self.types(call.args[1], module, scope, depth + 1)
+        key = self.types(call.args[0], module, scope, depth + 1)
+        found = registries.lookup(base, key, self.builder(scope, func.value))
+        if len(call.args) > 1 and not registries.always_holds(base, key):
+            found |= self.types(call.args[1], module, scope, depth + 1)  # the default, where the key may be missing
         return found
 
     def _registered(self, registry: ast.expr, module: ModuleSymbols, scope: Scope) -> dict[str, list[str]] | None:

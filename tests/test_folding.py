@@ -1,0 +1,165 @@
+"""Folding calls from constants (analysis/semantics/folding.py): what is computed, what stops a fold,
+and that nothing of the linted code is executed."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from ckptlint.analysis.semantics.constant_calls import constant_types
+from ckptlint.analysis.semantics.folding import MAX_STEPS, OPAQUE, Folder, FunctionRef, Unfoldable
+from ckptlint.analysis.semantics.values import FALSE_TYPE, ContainerType, KeyedType, LiteralType
+from ckptlint.source import SourceFile
+from ckptlint.symbols import DEF, ModuleSymbols
+
+DECODER = '''
+import re
+import math
+from copy import deepcopy
+
+def _parse(ss):
+    return int(ss) if ss.isdigit() else [int(k) for k in ss.split('.')]
+
+def decode(block_str):
+    ops = block_str.split('_')
+    block_type = ops[0]
+    options = {}
+    skip = None
+    for op in ops[1:]:
+        if op == 'noskip':
+            skip = False
+        else:
+            splits = re.split(r'(\\d.*)', op)
+            if len(splits) >= 2:
+                key, value = splits[:2]
+                options[key] = value
+    args = dict(block_type=block_type, kernel=_parse(options['k']), noskip=skip is False)
+    if 'cc' in options:
+        args['num_experts'] = int(options['cc'])
+    return args, int(options['r'])
+
+def decode_all(arch, multiplier=1.0):
+    out = []
+    for strings in arch:
+        stage = []
+        for s in strings:
+            ba, repeats = decode(s)
+            stage.extend([deepcopy(ba) for _ in range(int(math.ceil(repeats * multiplier)))])
+        out.append(stage)
+    return out
+'''
+
+
+def _fold(source: str, function: str, *args: object, **kwargs: object) -> object:
+    text = textwrap.dedent(source)
+    module = ModuleSymbols("m", SourceFile("m.py", "m.py", text), ast.parse(text))
+
+    def local_function(at: ModuleSymbols, scope: object, node: ast.expr) -> FunctionRef | None:
+        binding = at.binding(at.scope, node.id) if isinstance(node, ast.Name) else None
+        if binding is None or binding.kind != DEF:
+            return None
+        return FunctionRef(binding.node, at, at.scope_of[id(binding.node)])  # type: ignore[arg-type]  # a def
+
+    return Folder(local_function).call(local_function(module, module.scope, ast.Name(function)), list(args), kwargs)  # type: ignore[arg-type]  # defined above
+
+
+def test_architecture_strings_decode_to_the_block_arguments_they_name() -> None:
+    folded = _fold(DECODER, "decode_all", [["ds_r1_k3"], ["ir_r2_k3.5_cc4", "ir_r1_k5_noskip"]])
+    assert folded == [
+        [{"block_type": "ds", "kernel": 3, "noskip": False}],
+        [
+            {"block_type": "ir", "kernel": [3, 5], "noskip": False, "num_experts": 4},
+            {"block_type": "ir", "kernel": [3, 5], "noskip": False, "num_experts": 4},
+            {"block_type": "ir", "kernel": 5, "noskip": True},
+        ],
+    ]
+    assert len(_fold(DECODER, "decode_all", [["ds_r2_k3"]], multiplier=2.0)[0]) == 4  # type: ignore[index]  # a list
+
+
+def test_folded_values_are_typed_as_literals_flags_lists_and_keyed_dicts() -> None:
+    types = constant_types([{"block_type": "ir", "s2d": False, "num_experts": 4}])
+    (container,) = types
+    assert isinstance(container, ContainerType)
+    keyed = next(t for t in container.elements if isinstance(t, KeyedType))
+    assert keyed.get("block_type") == {LiteralType("ir")}
+    assert keyed.get("s2d") == {FALSE_TYPE}
+    assert keyed.get("num_experts") == {LiteralType("4", number=True)}
+    assert constant_types(OPAQUE) == frozenset()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "return open(path).read() or 1",  # an unknown call's result, then tested
+        "if registry[path]: return 1\n    return 2",  # a module-level object the fold does not know
+        "import os\n    return os.listdir(path)",  # an import inside the function
+        "raise ValueError(path)",
+        "assert path == 'other'\n    return 1",  # a failed assert: the call would raise
+        "x = 0\n    while True:\n        x += 1",  # never ends: the step budget stops it
+        "return 'a' * 10 ** 9",  # a value too large to build
+        "return path.encode()",  # a method outside the known pure ones
+        "d = {'a': 1}\n    d.clear()\n    return d",  # one that changes a value built here
+    ],
+)
+def test_what_the_fold_cannot_know_stops_it(body: str) -> None:
+    source = f"registry = {{}}\n\ndef f(path):\n    {body}\n"
+    with pytest.raises(Unfoldable):
+        _fold(source, "f", "x")
+
+
+def test_unknown_values_may_be_stored_and_passed_but_not_tested() -> None:
+    source = """
+    def f(name):
+        layer = get_layer(name)
+        return dict(kind=name, layer=layer)
+    """
+    assert _fold(source, "f", "relu") == {"kind": "relu", "layer": OPAQUE}
+
+
+def test_a_project_function_that_does_not_fold_gives_an_unknown_value_unless_handed_a_container() -> None:
+    source = """
+    def helper(x):
+        return open(x)
+
+    def mutate(items):
+        items.append(len(open('f')))
+
+    def f(name):
+        return [helper(name)]
+
+    def g(name):
+        items = []
+        mutate(items)
+        return items
+    """
+    assert _fold(source, "f", "a") == [OPAQUE]
+    with pytest.raises(Unfoldable):
+        _fold(source, "g", "a")
+
+
+def test_the_linted_code_is_never_executed(tmp_path: object) -> None:
+    """A body that would write a file, if run, is folded (or not) without running it."""
+    marker = f"{tmp_path}/ran"
+    source = f"""
+    def f(name):
+        open({marker!r}, 'w').write(name)
+        return name
+    """
+    assert _fold(source, "f", "x") == "x"  # the write is an unknown call whose result is dropped
+    import os
+
+    assert not os.path.exists(marker)
+
+
+def test_the_step_budget_bounds_a_fold() -> None:
+    source = f"""
+    def f(n):
+        total = 0
+        for i in range({MAX_STEPS}):
+            total += i
+        return total
+    """
+    with pytest.raises(Unfoldable):
+        _fold(source, "f", 1)
