@@ -21,7 +21,9 @@ from ckptlint.analysis.semantics.factories import forwarded_class_parameter, key
 from ckptlint.analysis.semantics.known_truth import none_test_types, number_constant
 from ckptlint.analysis.semantics.modules_beside import ModulesBeside
 from ckptlint.analysis.semantics.values import (
+    FALSE_TYPE,
     NONE_TYPE,
+    TRUE_TYPE,
     ClassObjectType,
     ClassType,
     ContainerType,
@@ -224,10 +226,11 @@ class ModuleConstruction:
             else:
                 types = given
             # modules and what builds them; None (`ConvModule(c)` builds no norm where `ConvModule(c, norm_layer=BN)` does);
-            # numbers too, for the tests on them (`if self.drop > 0:`)
-            recorded.append((name, tuple(ordered(t for t in types if self.is_module(t) or isinstance(t, (ClassObjectType, FunctionType)) or t == NONE_TYPE or number_of(t) is not None))))
-        if all(number_of(t) is not None for _, types in recorded for t in types):
-            return ()  # no module passed: the class's attributes, with every construction's numbers, answer
+            # numbers and flags too, for the tests on them (`if self.drop > 0:`, `x.mul_(g) if self.inplace else x * g`)
+            kept = (t for t in types if self.is_module(t) or isinstance(t, (ClassObjectType, FunctionType)) or t in (NONE_TYPE, FALSE_TYPE, TRUE_TYPE) or number_of(t) is not None)
+            recorded.append((name, tuple(ordered(kept))))
+        if all(number_of(t) is not None or t in (FALSE_TYPE, TRUE_TYPE) for _, types in recorded for t in types):
+            return ()  # no module passed: the class's attributes, with every construction's numbers and flags, answer
         return tuple(recorded)
 
     def _feeding_parameters(self, init: Scope) -> tuple[str, ...]:
