@@ -4,9 +4,12 @@ and that nothing of the linted code is executed."""
 from __future__ import annotations
 
 import ast
+import json
 import textwrap
+from pathlib import Path
 
 import pytest
+from conftest import REPO, run_cli
 
 from ckptlint.analysis.semantics.constant_calls import constant_types
 from ckptlint.analysis.semantics.folding import MAX_STEPS, OPAQUE, Folder, FunctionRef, Unfoldable
@@ -163,3 +166,42 @@ def test_the_step_budget_bounds_a_fold() -> None:
     """
     with pytest.raises(Unfoldable):
         _fold(source, "f", 1)
+
+
+def test_a_list_changed_in_place_after_its_assignment_is_not_folded_from_that_assignment(tmp_path: Path) -> None:
+    """`arch_def[0] = [...]` under a branch changes what the decoder is handed: folding the list as
+    first assigned would hide the four-expert BatchNorm block the branch builds."""
+    source = (REPO / "fixtures/regions/safe/architecture_strings.py").read_text()
+    changed = source.replace(
+        '    arch_def = [["ir_r2_c16"], ["ds_r1_c8"], ["ir_r1_c16"]]\n',
+        '    arch_def = [["ir_r2_c16"], ["ds_r1_c8"], ["ir_r1_c16"]]\n    if variant == "net_deep":\n        arch_def[0] = ["ir_r2_c16_cc4"]\n',
+    )
+    assert changed != source
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "model.py").write_text(changed)
+    completed = run_cli("model.py", "--no-cache", "--format", "json", cwd=tmp_path)
+    found = {(f["code"], f["line"]) for f in json.loads(completed.stdout)["findings"]}
+    assert ("CKP204", 57) in found  # ExpertsBlock's BatchNorm, built only by the changed list
+
+
+def test_strings_built_by_a_nested_function_and_multipliers_built_by_operators_are_folded(tmp_path: Path) -> None:
+    """timm's EdgeTPU models build their strings in a nested `_arch_def(chs)` with f-strings, and
+    its V2 models pass `depth_multiplier=(1.2,) * 4 + (1.6,) * 2`: both fold, so only the blocks
+    the strings name are followed (the four-expert block, not the attention block)."""
+    source = (REPO / "fixtures/regions/hazards/architecture_strings.py").read_text()
+    changed = source.replace(
+        '    arch_def = [["ir_r2_c16_cc4"], ["ds_r1_c8"], ["ir_r1_c16"]]\n'
+        "    model_kwargs = dict(block_args=decode_arch_def(arch_def, depth_multiplier), **kwargs)\n",
+        "    def _arch_def(chs):\n"
+        '        return [[f"ir_r2_c{chs[0]}_cc4"], [f"ds_r1_c{chs[1]}"], [f"ir_r1_c{chs[2]}"]]\n\n'
+        "    arch_def = _arch_def([16, 8, 16])\n"
+        "    model_kwargs = dict(block_args=decode_arch_def(arch_def, (depth_multiplier,) * 2 + (1.0,)), **kwargs)\n",
+    )
+    changed = changed.replace("            stack_args.extend(deepcopy(ba) for _ in range(max(1, round(repeats * depth_multiplier))))",
+                              "            stack_args.extend(deepcopy(ba) for _ in range(max(1, round(repeats * depth_multiplier[0]))))")
+    assert "def _arch_def(chs):" in changed and "depth_multiplier[0]" in changed
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "model.py").write_text(changed)
+    completed = run_cli("model.py", "--no-cache", "--format", "json", cwd=tmp_path)
+    found = {(f["code"], f["line"]) for f in json.loads(completed.stdout)["findings"]}
+    assert found == {("CKP204", 58)}  # the experts block's BatchNorm; the attention block's (68) is never built

@@ -193,3 +193,25 @@ def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
     blocks.extend(handler.body for handler in getattr(node, "handlers", ()))
     blocks.extend(case.body for case in getattr(node, "cases", ()))
     return blocks
+
+
+_CHANGING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update", "setdefault", "popitem"})
+
+
+def changed_in_place(scope: Scope, name: str, items: bool = True) -> bool:
+    """Whether the function changes the object `name` holds: an item (with `items`) or attribute
+    stored or deleted, an augmented assignment, or a changing method called on it."""
+    node = scope.node
+    if scope.kind == "module" or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return False
+    for inner in ast.walk(node):
+        if isinstance(inner, (ast.Subscript, ast.Attribute)) and isinstance(inner.ctx, (ast.Store, ast.Del)):
+            if isinstance(inner.value, ast.Name) and inner.value.id == name and (items or isinstance(inner, ast.Attribute)):
+                return True
+        elif isinstance(inner, ast.AugAssign) and isinstance(inner.target, ast.Name) and inner.target.id == name:
+            return True
+        elif isinstance(inner, ast.Call):
+            func = inner.func
+            if isinstance(func, ast.Attribute) and func.attr in _CHANGING_METHODS and isinstance(func.value, ast.Name) and func.value.id == name:
+                return True
+    return False

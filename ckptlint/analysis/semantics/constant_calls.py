@@ -14,12 +14,15 @@ list or dict (data to decode), for at most MAX_CANDIDATES combinations of values
 from __future__ import annotations
 
 import ast
+import copy
 from typing import Iterable
 
+from ckptlint.analysis.flow.dict_writes import changed_in_place
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.folding import (
     MAX_CANDIDATES,
+    MAX_SIZE,
     OPAQUE,
     Folder,
     FunctionRef,
@@ -44,7 +47,7 @@ MAX_NAME_DEPTH = 4  # names followed to the constant they hold
 
 
 class ConstantCalls(TypeEvaluator):
-    _folds: dict[tuple[int, str], Types | None]
+    _folds: dict[tuple[int, str], list[object] | None]
     _env: dict[int, dict[str, Types]]
 
     def folded_call(self, callee_module: ModuleSymbols, callee_scope: Scope, call: ast.Call, module: ModuleSymbols, scope: Scope) -> Types | None:
@@ -53,43 +56,57 @@ class ConstantCalls(TypeEvaluator):
         node = callee_scope.node
         if not isinstance(node, ast.FunctionDef) or not _hands_data(call):
             return None
+        values = self._folded_values(FunctionRef(node, callee_module, callee_scope), call, module, scope, 0, needs_data=True)
+        if values is None:
+            return None
+        return frozenset().union(*(constant_types(v) for v in values)) or None
+
+    def _folded_values(
+        self, function: FunctionRef, call: ast.Call, module: ModuleSymbols, scope: Scope, depth: int, needs_data: bool = False
+    ) -> list[object] | None:
+        """What `call` of `function` returns for each combination of its arguments' constant values
+        (`needs_data`: only when one of them is a list, tuple or dict); None when it does not fold."""
         choices: list[list[object]] = []
         names: list[str | None] = []
         for argument in call.args:
             if isinstance(argument, ast.Starred):
                 return None
-            choices.append(self._constants(argument, module, scope, 0) or [])
+            choices.append(self._constants(argument, module, scope, depth) or [])
             names.append(None)
         for keyword in call.keywords:
             if keyword.arg is None:
                 return None
-            choices.append(self._constants(keyword.value, module, scope, 0) or [])
+            choices.append(self._constants(keyword.value, module, scope, depth) or [])
             names.append(keyword.arg)
         product = candidates_product(choices)
         if product is None:
             return None
         combinations = list(product)
-        if not any(isinstance(value, (list, tuple, dict)) for combination in combinations for value in combination):
+        if needs_data and not any(isinstance(value, (list, tuple, dict)) for combination in combinations for value in combination):
             return None
-        key = (id(node), repr(combinations))
+        key = (id(function.node), repr(combinations))
         if key in self._folds:
-            return self._folds[key]
+            cached = self._folds[key]
+            return None if cached is None else copy.deepcopy(cached)  # a fold may change what it is handed
         self._folds[key] = None  # a fold that reaches the same call again does not fold
-        found: set[Type] = set()
-        function = FunctionRef(node, callee_module, callee_scope)
+        found: list[object] = []
         try:
             for combination in combinations:
                 args = [v for v, n in zip(combination, names) if n is None]
                 kwargs = {n: v for v, n in zip(combination, names) if n is not None}
-                found.update(constant_types(Folder(self._folded_function).call(function, args, kwargs)))
+                found.append(Folder(self._folded_function).call(function, args, kwargs))
         except Unfoldable:
             return None
-        result = frozenset(found) or None
-        self._folds[key] = result
-        return result
+        self._folds[key] = found
+        return copy.deepcopy(found)
 
     def _folded_function(self, module: ModuleSymbols, scope: Scope, node: ast.Name | ast.Attribute) -> FunctionRef | None:
-        """The project function a name in folded code refers to (`_decode_block_str`), if any."""
+        """The project function a name in folded code refers to (`_decode_block_str`, or a function
+        defined in the calling function), if any."""
+        local = module.binding(scope, node.id) if isinstance(node, ast.Name) else None
+        if local is not None and local.kind == DEF and local.scope.kind != "module":
+            inner = module.scope_of.get(id(local.node))
+            return FunctionRef(local.node, module, inner) if inner is not None and isinstance(local.node, ast.FunctionDef) else None
         qualified = module.qualified_name(node, scope)
         found = self.project.global_binding(qualified) if qualified else None
         if found is None or found[1].kind != DEF:
@@ -129,6 +146,11 @@ class ConstantCalls(TypeEvaluator):
             return [{k.value: v for k, v in zip(expr.keys, c)} for c in combined]  # type: ignore[union-attr]  # constants, checked
         if isinstance(expr, ast.Name):
             return self._name_constants(expr, module, scope, depth)
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Mult)):  # `(1.2,) * 4 + (1.6,) * 2`
+            return _combined(expr.op, self._constants(expr.left, module, scope, depth), self._constants(expr.right, module, scope, depth))
+        if isinstance(expr, ast.Call) and isinstance(expr.func, (ast.Name, ast.Attribute)):  # `_arch_def(channels, group_size)`
+            function = self._folded_function(module, scope, expr.func)
+            return self._folded_values(function, expr, module, scope, depth + 1) if function is not None else None
         return None
 
     def _name_constants(self, expr: ast.Name, module: ModuleSymbols, scope: Scope, depth: int) -> list[object] | None:
@@ -139,6 +161,12 @@ class ConstantCalls(TypeEvaluator):
             return self._parameter_constants(expr.id, binding.scope, module, depth)
         if binding.kind != ASSIGN:
             return None
+        stores: list[tuple[object, object]] = []
+        if changed_in_place(binding.scope, expr.id):  # `arch_def[0] = [...]` under a branch
+            found_stores = self._item_stores(binding.scope, expr.id, module, depth)
+            if found_stores is None:
+                return None
+            stores = found_stores
         bindings = [b for b in binding.scope.bindings.get(expr.id, ()) if b.kind != "annotation"]
         found: list[object] = []
         for candidate in bindings:
@@ -147,8 +175,30 @@ class ConstantCalls(TypeEvaluator):
             values = self._constants(candidate.value, module, binding.scope, depth + 1)
             if values is None:
                 return None
-            found.extend(v for v in values if v not in found)
+            for value in values:
+                for changed in _with_stores(value, stores):
+                    if changed not in found:
+                        found.append(changed)
         return found if 0 < len(found) <= MAX_CANDIDATES else None
+
+    def _item_stores(self, function: Scope, name: str, module: ModuleSymbols, depth: int) -> list[tuple[object, object]] | None:
+        """The `name[key] = constant` statements of the function, in order, when they are the only
+        way it changes `name`'s object (else None): each may or may not have run."""
+        if changed_in_place(function, name, items=False):
+            return None  # `arch_def.append(...)`, `arch_def += [...]`: not folded
+        stores: list[tuple[object, object]] = []
+        for node in ast.walk(function.node):
+            if isinstance(node, ast.Assign) and any(_item_of(t, name) for t in node.targets):
+                target = node.targets[0]
+                if len(node.targets) != 1 or not isinstance(target, ast.Subscript) or not isinstance(target.slice, (ast.Constant, ast.UnaryOp)):
+                    return None
+                keys = self._constants(target.slice, module, function, depth + 1)
+                values = self._constants(node.value, module, function, depth + 1)
+                if keys is None or values is None or len(keys) != 1 or len(values) != 1:
+                    return None
+                stores.append((keys[0], values[0]))
+        counted = sum(1 for node in ast.walk(function.node) if _item_of(node, name))
+        return stores if stores and counted == len(stores) and len(stores) <= 3 else None
 
     def _parameter_constants(self, name: str, function: Scope, module: ModuleSymbols, depth: int) -> list[object] | None:
         """A parameter's values: what the evaluation under way passes, else its default and what
@@ -170,6 +220,49 @@ class ConstantCalls(TypeEvaluator):
         if len(numbers) > 1:  # a multiplier: one value stands for all
             found = [v for v in found if not isinstance(v, float) or v is numbers[0]]
         return found if 0 < len(found) <= MAX_CANDIDATES else None
+
+
+def _combined(op: ast.operator, left: list[object] | None, right: list[object] | None) -> list[object] | None:
+    """`left + right` or `left * right` for each pair of values; None when one is unknown or an
+    operation fails or builds more than MAX_SIZE items."""
+    if left is None or right is None or len(left) * len(right) > MAX_CANDIDATES:
+        return None
+    found: list[object] = []
+    for a in left:
+        for b in right:
+            if isinstance(op, ast.Mult) and isinstance(a, (str, list, tuple)) and isinstance(b, int) and len(a) * b > MAX_SIZE:
+                return None
+            try:
+                value = a + b if isinstance(op, ast.Add) else a * b  # type: ignore[operator]  # constants; a mismatch raises
+            except TypeError:
+                return None
+            if value not in found:
+                found.append(value)
+    return found
+
+
+def _item_of(node: ast.AST, name: str) -> bool:
+    """`name[...]` stored or deleted."""
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        return isinstance(node.value, ast.Name) and node.value.id == name
+    return False
+
+
+def _with_stores(value: object, stores: list[tuple[object, object]]) -> list[object]:
+    """`value` after each subset of `stores` ran, in order (a store under a branch may not have)."""
+    if not stores:
+        return [value]
+    results: list[object] = []
+    for mask in range(1 << len(stores)):
+        changed = copy.deepcopy(value)
+        try:
+            for index, (key, item) in enumerate(stores):
+                if mask & (1 << index):
+                    changed[key] = copy.deepcopy(item)  # type: ignore[index]  # a list or dict; a bad key raises
+        except (TypeError, IndexError, KeyError):
+            continue
+        results.append(changed)
+    return results
 
 
 def _hands_data(call: ast.Call) -> bool:

@@ -14,6 +14,7 @@ import ast
 from dataclasses import replace
 from typing import Callable, Iterable
 
+from ckptlint.analysis.flow.dict_writes import changed_in_place
 from ckptlint.analysis.flow.statements import StatementIndex
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
@@ -439,6 +440,8 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
                 found.update(ContainerType(kind, grown) for kind in kinds)
             if binding.kind == ASSIGN and is_bare_module(binding.value, module, scope):  # `m = nn.Module(); m.bn = ...`
                 found = {self.bare_module(module, binding.scope, binding.name, depth)}
+            elif any(isinstance(t, KeyedType) for t in found) and changed_in_place(binding.scope, binding.name):
+                found = set(registries.changed_later(frozenset(found)))  # `args = dict(...)`, then `args['k'] = v`
             return frozenset(found)
         if binding.kind == LOOP:
             return self._loop_types(binding, module, scope, depth)

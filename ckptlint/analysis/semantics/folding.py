@@ -28,7 +28,7 @@ from ckptlint.symbols import IMPORT, ModuleSymbols, Scope
 MAX_STEPS = 20000  # statements and expressions one fold may evaluate
 MAX_CALL_DEPTH = 8  # project functions a fold may be inside at once
 MAX_SIZE = 10000  # the longest string or list an operation may build
-MAX_CANDIDATES = 8  # argument value combinations a call is folded for
+MAX_CANDIDATES = 16  # argument value combinations a call is folded for
 
 
 class _Opaque:

@@ -29,6 +29,8 @@ from ckptlint.analysis.semantics.values import (
     Type,
     Types,
     element_types,
+    number_of,
+    ordered,
 )
 from ckptlint.symbols import ModuleSymbols, Scope
 
@@ -102,6 +104,8 @@ def lookup(base: Types, key: Types, builder: str) -> Types:
     """`base[key]`: a known key picks its entry; an unknown one every entry, marked `built_by`."""
     known = keys(key)
     mappings = [t for t in base if isinstance(t, KeyedType)]
+    if known is not None and any(not m.complete and any(not m.get(name) for name in known) for m in mappings):
+        return frozenset()  # a key a dict changed after it was built may have gained: not known
     if known is not None and mappings:
         found: set[Type] = set()
         for mapping in mappings:
@@ -112,6 +116,11 @@ def lookup(base: Types, key: Types, builder: str) -> Types:
     return over_approximated(everything, builder)
 
 
+def changed_later(types: Types) -> Types:
+    """`types` with each dict marked not complete: the function that built it changes it in place."""
+    return frozenset(replace(t, complete=False) if isinstance(t, KeyedType) else t for t in types)
+
+
 def always_holds(base: Types, key: Types) -> bool:
     """Whether every dict `base` may be holds the literal key(s) `key` (`ba.get('num_experts', 0)`
     on block arguments that all name it never gives the default)."""
@@ -119,7 +128,7 @@ def always_holds(base: Types, key: Types) -> bool:
     mappings = [t for t in base if isinstance(t, KeyedType)]
     # a dict display is typed both by its keys and as a mapping of its values: the mapping adds no key
     others = [t for t in base if not isinstance(t, KeyedType) and not (isinstance(t, ContainerType) and t.kind == torch_api.MAPPING)]
-    if not known or not mappings or others:
+    if not known or not mappings or others or any(not m.complete for m in mappings):
         return False
     return all(all(any(name == k for name, _ in t.items) for k in known) for t in mappings)
 
@@ -171,23 +180,48 @@ def _split(types: Types, method: str, arguments: list[ast.expr]) -> Types | None
 
 
 MAX_CASES = 4  # value combinations a builder call is evaluated for one by one
+MAX_DICT_CASES = 32  # kinds of block-argument dict a builder call is evaluated for one by one
 
 
 def case_split(passed: tuple[tuple[str, Types], ...]) -> list[tuple[tuple[str, Types], ...]]:
     """A builder call's choosing arguments, one combination of their values at a time: a
     builder's branches test one value (`if attn_type: ... attn_type.lower() == 'se'`), so
     `None` or `SqueezeExcite` evaluated together take every branch, and apart take one each.
-    Unsplit when there is one combination or more than MAX_CASES."""
+    Unsplit when there is one combination or more than MAX_CASES. Dicts of block arguments (a
+    builder handed each stage's decoded dicts) are split by kind: the dicts that agree on their
+    keys and on every value but numbers go together (`dict(block_type='ir', s2d=False,
+    out_chs=24)` with `out_chs=40`), up to MAX_DICT_CASES kinds."""
+    choices = [(name, _alternatives(types)) for name, types in passed]
     cases = 1
-    for _, types in passed:
-        cases *= max(1, len(types))
-    if cases == 1 or cases > MAX_CASES:
+    for _, alternatives in choices:
+        cases *= len(alternatives)
+    by_kind = any(len(alternatives) > 1 and isinstance(next(iter(alternatives[0])), KeyedType) for _, alternatives in choices)
+    if cases == 1 or cases > (MAX_DICT_CASES if by_kind else MAX_CASES):
         return [passed]
     combinations: list[tuple[tuple[str, Types], ...]] = [()]
-    for name, types in passed:
-        alternatives = [frozenset({t}) for t in types] or [types]
+    for name, alternatives in choices:
         combinations = [(*combination, (name, alternative)) for combination in combinations for alternative in alternatives]
     return combinations
+
+
+def _alternatives(types: Types) -> list[Types]:
+    """The values a choosing argument is evaluated for one at a time: each type, or for dicts
+    alone, each kind of dict (numbers merged)."""
+    if len(types) > 1 and all(isinstance(t, KeyedType) for t in types):
+        kinds: dict[tuple[object, ...], list[KeyedType]] = {}
+        for item in ordered(types):
+            assert isinstance(item, KeyedType)
+            shape = tuple((key, frozenset(t for t in value if number_of(t) is None)) for key, value in item.items)
+            kinds.setdefault(shape, []).append(item)
+        return [frozenset({_merged(group)}) for group in kinds.values()]
+    return [frozenset({t}) for t in types] or [types]
+
+
+def _merged(group: list[KeyedType]) -> KeyedType:
+    """Dicts with the same keys, as one whose values are each key's values in any of them."""
+    if len(group) == 1:
+        return group[0]
+    return keyed((key, frozenset().union(*(item.get(key) for item in group))) for key, _ in group[0].items)
 
 
 def is_choice(types: Types, passed: bool = False) -> bool:

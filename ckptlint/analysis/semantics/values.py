@@ -79,9 +79,12 @@ class LiteralType:
 
 @dataclass(frozen=True)
 class KeyedType:
-    """A dict with string keys (`dict(type='BN')`, `{'BN': nn.BatchNorm2d}`): the types per key."""
+    """A dict with string keys (`dict(type='BN')`, `{'BN': nn.BatchNorm2d}`): the types per key.
+    Not `complete` when the function that built it then changes it in place (`args['num_experts'] =
+    n` under a branch): a key it lacks may be there, and a value it holds may have been replaced."""
 
     items: tuple[tuple[str, Types], ...]
+    complete: bool = True
 
     def get(self, key: str) -> Types:
         for name, types in self.items:

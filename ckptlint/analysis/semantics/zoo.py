@@ -117,6 +117,8 @@ class ZooChoices(TypeEvaluator):
             return None
         key = self.types(call.args[0], module, scope, depth + 1)
         found = registries.lookup(base, key, self.builder(scope, func.value))
+        if not found and any(isinstance(t, KeyedType) and not t.complete for t in base):
+            return found  # a key the dict may have gained after it was built: neither entry nor default is known
         if len(call.args) > 1 and not registries.always_holds(base, key):
             found |= self.types(call.args[1], module, scope, depth + 1)  # the default, where the key may be missing
         return found
