@@ -83,10 +83,7 @@ class ReachingBindings(TypeEvaluator):
 
     def _decided(self, module: ModuleSymbols, scope: Scope, test: ast.expr) -> bool | None:
         def lookup(path: str) -> Value | None:
-            if "." in path:
-                name = _set_once_before(scope, path, test)  # `self.radix = radix`, then `if self.radix >= 1:`
-                return None if name is None else Value(frozenset(), self._types_before(module, scope, name, test))
-            return Value(frozenset(), self._types_before(module, scope, path, test))
+            return None if "." in path else Value(frozenset(), self._types_before(module, scope, path, test))
 
         def evaluate(expr: ast.expr) -> Value:
             return Value(frozenset(), self.types(expr, module, scope))
@@ -137,29 +134,3 @@ class ReachingBindings(TypeEvaluator):
 
 def within(line: int, ranges: list[tuple[int, int]]) -> bool:
     return any(start <= line <= end for start, end in ranges)
-
-
-def _set_once_before(scope: Scope, path: str, test: ast.expr) -> str | None:
-    """The name `self.<attribute>` holds at `test` in a method that sets it from a plain name exactly
-    once, in a statement of its own body before the test (`self.radix = radix`); None otherwise."""
-    receiver, _, attribute = path.partition(".")
-    node = scope.node
-    if "." in attribute or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
-    parameters = [*node.args.posonlyargs, *node.args.args]
-    if not parameters or parameters[0].arg != receiver:
-        return None
-    stores = [
-        n
-        for n in ast.walk(node)
-        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and n.attr == attribute and isinstance(n.value, ast.Name) and n.value.id == receiver
-    ]
-    if len(stores) != 1:
-        return None
-    assignment = next(
-        (s for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1 and s.targets[0] is stores[0]),
-        None,
-    )
-    if assignment is None or not isinstance(assignment.value, ast.Name) or (assignment.end_lineno or 0) >= test.lineno:
-        return None
-    return assignment.value.id
