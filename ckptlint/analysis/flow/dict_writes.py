@@ -42,12 +42,18 @@ def dict_writes(module: ModuleSymbols, scope: Scope, use: ast.Name) -> DictWrite
     binding = bindings[0]
     if binding.kind == ASSIGN and isinstance(binding.node, ast.stmt):
         _start(writes, binding.value, _before(binding.node, use, parents), module, scope)
-    elif binding.kind == PARAM:  # `_make_block(self, ba)`: the keys of the dict the caller hands over
+    elif binding.kind == PARAM and not _is_rest_parameter(function, use.id):  # `_make_block(self, ba)`: the keys of the dict the caller hands over
         writes.merged.append((use, True, True))
     for node in walk(function):
         if isinstance(node, ast.Name) and node.id == use.id and isinstance(node.ctx, ast.Load) and node is not use:
             _use(writes, node, use, parents, module, scope)
     return writes
+
+
+def _is_rest_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """`**kwargs` or `*args` of the function: what its callers pass, followed elsewhere (factories.py)."""
+    rest = [function.args.vararg, function.args.kwarg]
+    return any(parameter is not None and parameter.arg == name for parameter in rest)
 
 
 def _start(writes: DictWrites, value: ast.expr | None, sure: bool, module: ModuleSymbols, scope: Scope) -> None:

@@ -48,6 +48,8 @@ MAX_NAME_DEPTH = 4  # names followed to the constant they hold
 
 class ConstantCalls(TypeEvaluator):
     _folds: dict[tuple[int, str], list[object] | None]
+    _changed: dict[tuple[int, str], bool]  # (function scope id, name): changed in place there
+    _passing: dict[tuple[int, str], list[tuple[ast.expr, Scope]]]  # (function scope id, parameter): what its module's calls pass
     _env: dict[int, dict[str, Types]]
 
     def folded_call(self, callee_module: ModuleSymbols, callee_scope: Scope, call: ast.Call, module: ModuleSymbols, scope: Scope) -> Types | None:
@@ -68,16 +70,15 @@ class ConstantCalls(TypeEvaluator):
         (`needs_data`: only when one of them is a list, tuple or dict); None when it does not fold."""
         choices: list[list[object]] = []
         names: list[str | None] = []
-        for argument in call.args:
-            if isinstance(argument, ast.Starred):
-                return None
-            choices.append(self._constants(argument, module, scope, depth) or [])
-            names.append(None)
-        for keyword in call.keywords:
-            if keyword.arg is None:
-                return None
-            choices.append(self._constants(keyword.value, module, scope, depth) or [])
-            names.append(keyword.arg)
+        arguments = [(None, a) for a in call.args] + [(k.arg, k.value) for k in call.keywords]
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return None
+        for name, argument in arguments:
+            values = self._constants(argument, module, scope, depth)
+            if not values:
+                return None  # one argument not known: no combination folds
+            choices.append(values)
+            names.append(name)
         product = candidates_product(choices)
         if product is None:
             return None
@@ -161,25 +162,36 @@ class ConstantCalls(TypeEvaluator):
             return self._parameter_constants(expr.id, binding.scope, module, depth)
         if binding.kind != ASSIGN:
             return None
-        stores: list[tuple[object, object]] = []
-        if changed_in_place(binding.scope, expr.id):  # `arch_def[0] = [...]` under a branch
-            found_stores = self._item_stores(binding.scope, expr.id, module, depth)
-            if found_stores is None:
-                return None
-            stores = found_stores
         bindings = [b for b in binding.scope.bindings.get(expr.id, ()) if b.kind != "annotation"]
-        found: list[object] = []
+        assigned: list[list[object]] = []
         for candidate in bindings:
             if candidate.kind != ASSIGN or not isinstance(candidate.node, ast.Assign) or candidate.value is None:
                 return None  # a loop target, an augmented or unpacking assignment: not one constant
             values = self._constants(candidate.value, module, binding.scope, depth + 1)
             if values is None:
                 return None
+            assigned.append(values)
+        stores: list[tuple[object, object]] = []
+        if self._changed_in_place(binding.scope, expr.id):  # `arch_def[0] = [...]` under a branch
+            found_stores = self._item_stores(binding.scope, expr.id, module, depth)
+            if found_stores is None:
+                return None
+            stores = found_stores
+        found: list[object] = []
+        for values in assigned:
             for value in values:
                 for changed in _with_stores(value, stores):
                     if changed not in found:
                         found.append(changed)
         return found if 0 < len(found) <= MAX_CANDIDATES else None
+
+    def _changed_in_place(self, function: Scope, name: str) -> bool:
+        """`changed_in_place`, memoised: it walks the whole function."""
+        key = (id(function), name)
+        found = self._changed.get(key)
+        if found is None:
+            found = self._changed[key] = changed_in_place(function, name)
+        return found
 
     def _item_stores(self, function: Scope, name: str, module: ModuleSymbols, depth: int) -> list[tuple[object, object]] | None:
         """The `name[key] = constant` statements of the function, in order, when they are the only
@@ -209,7 +221,11 @@ class ConstantCalls(TypeEvaluator):
         binding = next((b for b in function.bindings.get(name, ()) if b.kind == PARAM), None)
         default = parameter_default(binding) if binding is not None else None
         sources = [(default, function.parent or function)] if default is not None else []
-        sources += passed_arguments(module, function, name)
+        key = (id(function), name)
+        passing = self._passing.get(key)
+        if passing is None:  # the module's calls of the function, scanned once per parameter
+            passing = self._passing[key] = passed_arguments(module, function, name)
+        sources += passing
         found: list[object] = []
         for argument, where in sources:
             values = self._constants(argument, module, where, depth + 1)

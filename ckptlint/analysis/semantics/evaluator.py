@@ -14,7 +14,6 @@ import ast
 from dataclasses import replace
 from typing import Callable, Iterable
 
-from ckptlint.analysis.flow.dict_writes import changed_in_place
 from ckptlint.analysis.flow.statements import StatementIndex
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
@@ -108,6 +107,8 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
         self._statement_indexes: dict[int, StatementIndex] = {}  # by function scope
         self._dead: dict[int, tuple[dict[str, Types], list[tuple[int, int]]]] = {}  # by function scope: (its arguments, dead lines)
         self._folds = {}  # calls folded from constants, by function and argument values
+        self._changed = {}  # names a function changes in place (constant_calls.py)
+        self._passing = {}  # what a module's calls pass a function's parameter (constant_calls.py)
 
     # -- expressions ----------------------------------------------------------
 
@@ -440,7 +441,7 @@ class TypeInference(ModuleStructure, ZooChoices, ReachingBindings, ConfigObjects
                 found.update(ContainerType(kind, grown) for kind in kinds)
             if binding.kind == ASSIGN and is_bare_module(binding.value, module, scope):  # `m = nn.Module(); m.bn = ...`
                 found = {self.bare_module(module, binding.scope, binding.name, depth)}
-            elif any(isinstance(t, KeyedType) for t in found) and changed_in_place(binding.scope, binding.name):
+            elif any(isinstance(t, KeyedType) for t in found) and self._changed_in_place(binding.scope, binding.name):
                 found = set(registries.changed_later(frozenset(found)))  # `args = dict(...)`, then `args['k'] = v`
             return frozenset(found)
         if binding.kind == LOOP:
