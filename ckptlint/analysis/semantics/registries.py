@@ -211,7 +211,7 @@ def _alternatives(types: Types) -> list[Types]:
         kinds: dict[tuple[object, ...], list[KeyedType]] = {}
         for item in ordered(types):
             assert isinstance(item, KeyedType)
-            shape = tuple((key, frozenset(t for t in value if number_of(t) is None)) for key, value in item.items)
+            shape = (item.complete, *((key, frozenset(t for t in value if number_of(t) is None)) for key, value in item.items))
             kinds.setdefault(shape, []).append(item)
         return [frozenset({_merged(group)}) for group in kinds.values()]
     return [frozenset({t}) for t in types] or [types]
@@ -221,7 +221,8 @@ def _merged(group: list[KeyedType]) -> KeyedType:
     """Dicts with the same keys, as one whose values are each key's values in any of them."""
     if len(group) == 1:
         return group[0]
-    return keyed((key, frozenset().union(*(item.get(key) for item in group))) for key, _ in group[0].items)
+    merged = keyed((key, frozenset().union(*(item.get(key) for item in group))) for key, _ in group[0].items)
+    return merged if group[0].complete else replace(merged, complete=False)  # a group shares its completeness (the shape)
 
 
 def is_choice(types: Types, passed: bool = False) -> bool:
