@@ -205,3 +205,55 @@ def test_strings_built_by_a_nested_function_and_multipliers_built_by_operators_a
     completed = run_cli("model.py", "--no-cache", "--format", "json", cwd=tmp_path)
     found = {(f["code"], f["line"]) for f in json.loads(completed.stdout)["findings"]}
     assert found == {("CKP204", 58)}  # the experts block's BatchNorm; the attention block's (68) is never built
+
+
+def test_a_dict_changed_after_it_was_built_answers_no_lookup_of_a_key_it_lacks(tmp_path: Path) -> None:
+    """`args = dict(kind=kind)` then `args["num_experts"] = experts` under a branch, with `experts` not
+    known (nothing folds): `ba.get("num_experts", 0)` may be either, so the experts block and its
+    BatchNorm are followed, not decided away by the default."""
+    source = '''from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+def block_args(kind, experts):
+    args = dict(kind=kind)
+    if experts:
+        args["num_experts"] = experts
+    return args
+
+
+class Experts(nn.Module):
+    def __init__(self, kind, num_experts=0):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(8)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+class Plain(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+def make_block(ba):
+    return Experts(**ba) if ba.get("num_experts", 0) else Plain(**ba)
+
+
+class Net(nn.Module):
+    def __init__(self, experts):
+        super().__init__()
+        self.block = make_block(block_args("ir", experts))
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=False)
+'''
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "model.py").write_text(source)
+    completed = run_cli("model.py", "--no-cache", "--format", "json", cwd=tmp_path)
+    found = {(f["code"], f["line"]) for f in json.loads(completed.stdout)["findings"]}
+    assert ("CKP204", 18) in found

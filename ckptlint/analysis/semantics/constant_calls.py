@@ -22,11 +22,11 @@ from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics import registries
 from ckptlint.analysis.semantics.folding import (
     MAX_CANDIDATES,
-    MAX_SIZE,
     OPAQUE,
     Folder,
     FunctionRef,
     Unfoldable,
+    binary,
     candidates_product,
 )
 from ckptlint.analysis.semantics.protocol import EMPTY, TypeEvaluator
@@ -106,16 +106,10 @@ class ConstantCalls(TypeEvaluator):
         defined in the calling function), if any."""
         local = module.binding(scope, node.id) if isinstance(node, ast.Name) else None
         if local is not None and local.kind == DEF and local.scope.kind != "module":
-            inner = module.scope_of.get(id(local.node))
-            return FunctionRef(local.node, module, inner) if inner is not None and isinstance(local.node, ast.FunctionDef) else None
+            return _function_ref(module, local.node)
         qualified = module.qualified_name(node, scope)
         found = self.project.global_binding(qualified) if qualified else None
-        if found is None or found[1].kind != DEF:
-            return None
-        defining, binding = found
-        definition = binding.node
-        inner = defining.scope_of.get(id(definition))
-        return FunctionRef(definition, defining, inner) if inner is not None and isinstance(definition, ast.FunctionDef) else None
+        return _function_ref(found[0], found[1].node) if found is not None and found[1].kind == DEF else None
 
     # -- the constants an argument may be -----------------------------------
 
@@ -240,21 +234,25 @@ class ConstantCalls(TypeEvaluator):
 
 def _combined(op: ast.operator, left: list[object] | None, right: list[object] | None) -> list[object] | None:
     """`left + right` or `left * right` for each pair of values; None when one is unknown or an
-    operation fails or builds more than MAX_SIZE items."""
+    operation fails (folding.binary)."""
     if left is None or right is None or len(left) * len(right) > MAX_CANDIDATES:
         return None
     found: list[object] = []
     for a in left:
         for b in right:
-            if isinstance(op, ast.Mult) and isinstance(a, (str, list, tuple)) and isinstance(b, int) and len(a) * b > MAX_SIZE:
-                return None
             try:
-                value = a + b if isinstance(op, ast.Add) else a * b  # type: ignore[operator]  # constants; a mismatch raises
-            except TypeError:
+                value = binary(op, a, b)
+            except Unfoldable:
                 return None
             if value not in found:
                 found.append(value)
     return found
+
+
+def _function_ref(module: ModuleSymbols, definition: ast.AST) -> FunctionRef | None:
+    """The def `definition` of `module` as folded code calls it (an async def is not folded)."""
+    inner = module.scope_of.get(id(definition))
+    return FunctionRef(definition, module, inner) if inner is not None and isinstance(definition, ast.FunctionDef) else None
 
 
 def _item_of(node: ast.AST, name: str) -> bool:

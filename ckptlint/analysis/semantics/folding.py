@@ -79,14 +79,22 @@ _METHODS: dict[type, frozenset[str]] = {
     dict: frozenset("get pop setdefault update items keys values copy".split()),
     tuple: frozenset("index count".split()),
 }
+def _isinstance_of(value: object, kinds: object) -> bool:
+    kinds_tuple = kinds if isinstance(kinds, tuple) else (kinds,)
+    if value is OPAQUE or not all(isinstance(k, type) for k in kinds_tuple):
+        raise Unfoldable
+    return isinstance(value, kinds_tuple)
+
+
 _BUILTINS: dict[str, Callable[..., Any]] = {
     "int": int, "float": float, "str": str, "bool": bool, "len": len, "max": max, "min": min, "sum": sum,
     "round": round, "abs": abs, "enumerate": lambda *a: list(enumerate(*a)), "zip": lambda *a: list(zip(*a)),
     "list": list, "tuple": tuple, "dict": dict, "set": set, "reversed": lambda a: list(reversed(a)),
     "sorted": sorted, "any": any, "all": all, "divmod": divmod, "print": lambda *a, **k: None,
-    "range": lambda *a: _bounded(list(range(*a))),
+    "range": lambda *a: _bounded(list(range(*a))), "isinstance": _isinstance_of,
 }
-_TYPES = {"str": str, "int": int, "float": float, "list": list, "tuple": tuple, "dict": dict, "bool": bool}
+# callables that move unknown values around without testing them (by the name of a builtin method)
+_MOVERS = frozenset({"append", "extend", "insert", "update", "setdefault", "copy", "get", "pop", "items", "values", "keys", "<lambda>"})
 _LIBRARY: dict[str, Callable[..., Any]] = {
     "re.split": lambda pattern, text, *a: re.split(pattern, text, *a) if isinstance(pattern, str) and isinstance(text, str) else _unknown(),
     "math.ceil": math.ceil, "math.floor": math.floor, "math.sqrt": math.sqrt,
@@ -198,7 +206,7 @@ class Folder:
                 self._store(node.target, self._expr(node.value, frame, where), frame, where)
         elif isinstance(node, ast.AugAssign):
             current = self._expr(node.target, frame, where)  # read as a load: the context is not consulted
-            self._store(node.target, self._binary(node.op, current, self._expr(node.value, frame, where)), frame, where)
+            self._store(node.target, binary(node.op, current, self._expr(node.value, frame, where)), frame, where)
         elif isinstance(node, ast.If):
             self._block(node.body if self._truth(self._expr(node.test, frame, where)) else node.orelse, frame, where)
         elif isinstance(node, ast.For):
@@ -307,7 +315,7 @@ class Folder:
         if isinstance(node, ast.Call):
             return self._call(node, frame, where)
         if isinstance(node, ast.BinOp):
-            return self._binary(node.op, self._expr(node.left, frame, where), self._expr(node.right, frame, where))
+            return binary(node.op, self._expr(node.left, frame, where), self._expr(node.right, frame, where))
         if isinstance(node, ast.UnaryOp):
             operand = self._expr(node.operand, frame, where)
             if isinstance(node.op, ast.Not):
@@ -397,8 +405,8 @@ class Folder:
                 raise Unfoldable  # an unknown call may change the containers it is handed
             return OPAQUE
         if _holds_opaque(args) or _holds_opaque(kwargs):
-            if function in (copy.deepcopy, copy.copy, list, tuple, dict) or getattr(function, "__name__", "") in ("append", "extend", "insert", "update", "setdefault", "copy", "get", "pop", "items", "values", "keys", "<lambda>"):
-                return _bounded(function(*args, **kwargs))  # moves unknown values around without testing them
+            if function in (copy.deepcopy, copy.copy, list, tuple, dict) or getattr(function, "__name__", "") in _MOVERS:
+                return _bounded(function(*args, **kwargs))
             raise Unfoldable
         return _bounded(function(*args, **kwargs))
 
@@ -424,24 +432,13 @@ class Folder:
 
     # -- values -------------------------------------------------------------
 
-    def _binary(self, op: ast.operator, left: object, right: object) -> Any:
-        if left is OPAQUE or right is OPAQUE or type(op) not in _BINARY:
-            raise Unfoldable
-        if isinstance(op, ast.Mult) and isinstance(left, (str, list, tuple)) and isinstance(right, int) and len(left) * right > MAX_SIZE:
-            raise Unfoldable
-        if isinstance(op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > 64:
-            raise Unfoldable
-        return _bounded(_BINARY[type(op)](left, right))
-
     def _truth(self, value: object) -> bool:
         if _holds_opaque(value) and not (isinstance(value, (list, tuple, dict, set)) and len(value) > 0):
             raise Unfoldable
         return bool(value)
 
     def _iterate(self, value: object) -> list[Any]:
-        if isinstance(value, dict):
-            return list(value)
-        if isinstance(value, (list, tuple, str, set)):
+        if isinstance(value, (dict, list, tuple, str, set)):
             return list(value)
         raise Unfoldable
 
@@ -463,11 +460,18 @@ class Folder:
             raise Unfoldable
 
 
-def _isinstance_of(value: object, kinds: object) -> bool:
-    kinds_tuple = kinds if isinstance(kinds, tuple) else (kinds,)
-    if value is OPAQUE or not all(isinstance(k, type) for k in kinds_tuple):
+def binary(op: ast.operator, left: object, right: object) -> Any:
+    """`left <op> right` of two known values, within MAX_SIZE; Unfoldable otherwise (or where Python raises)."""
+    if left is OPAQUE or right is OPAQUE or type(op) not in _BINARY:
         raise Unfoldable
-    return isinstance(value, kinds_tuple)
+    if isinstance(op, ast.Mult) and isinstance(left, (str, list, tuple)) and isinstance(right, int) and len(left) * right > MAX_SIZE:
+        raise Unfoldable
+    if isinstance(op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > 64:
+        raise Unfoldable
+    try:
+        return _bounded(_BINARY[type(op)](left, right))
+    except _ERRORS:
+        raise Unfoldable from None
 
 
 def _is_module_path(node: ast.Attribute, where: FunctionRef) -> bool:
@@ -479,11 +483,6 @@ def _is_module_path(node: ast.Attribute, where: FunctionRef) -> bool:
         return False
     binding = where.module.binding(where.scope, base.id)
     return binding is not None and binding.kind == IMPORT
-
-
-_BUILTINS["isinstance"] = _isinstance_of
-for _name, _kind in _TYPES.items():
-    _BUILTINS.setdefault(_name, _kind)
 
 
 def candidates_product(choices: list[list[object]]) -> Iterator[tuple[object, ...]] | None:

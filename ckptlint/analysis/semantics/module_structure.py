@@ -166,7 +166,7 @@ class ModuleStructure(TypeEvaluator):
     def assigned_value_types(self, module: ModuleSymbols, method: Scope, attribute: str, value: ast.expr, bound: dict[str, Types] | None) -> Types:
         """What `self.<attribute> = value` in `method` stores: a bare `nn.Module()` holds the
         attributes the method then sets on it (`self.mid = nn.Module(); self.mid.block_1 = Block()`)."""
-        receiver = receiver_name(method)
+        receiver = method.first_parameter()
         if receiver is not None and is_bare_module(value, module, method):
             return frozenset({self.bare_module(module, method, f"{receiver}.{attribute}", 0)})
         return self.construction.value_types(self, value, module, method, bound)
@@ -256,11 +256,3 @@ def is_bare_module(value: ast.expr | None, module: ModuleSymbols, scope: Scope) 
         return False
     return torch_api.torch_class(module.qualified_name(func, scope) or "") == "Module"
 
-
-def receiver_name(method: Scope) -> str | None:
-    """The name a method calls its instance (`self`); None for a function without parameters."""
-    node = method.node
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
-    positional = [*node.args.posonlyargs, *node.args.args]
-    return positional[0].arg if positional else None

@@ -14,7 +14,7 @@ analysis runs with the cyclic garbage collector off.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.analysis.knowledge import torch_api
 from ckptlint.analysis.semantics.factories import forwarded_class_parameter, keyword_sources, named_parameters
@@ -177,10 +177,8 @@ class ModuleConstruction:
             init = cls.method("__init__")
             if init is None:
                 continue
-            for node in walk(init.node):
-                if isinstance(node, ast.Call) and _is_init_call(node):
-                    arguments = node.args if _is_super(node) else node.args[1:]
-                    found.update(inference.container_elements(kind or torch_api.SEQUENCE, arguments, cls.module, init, 0))
+            for _, arguments in _base_init_calls(init.node):
+                found.update(inference.container_elements(kind or torch_api.SEQUENCE, arguments, cls.module, init, 0))
         return frozenset(found)
 
     def container_view(self, inference: TypeEvaluator, item: ClassType, call: ast.Call | None, module: ModuleSymbols | None, scope: Scope | None, depth: int) -> ContainerType | None:
@@ -637,19 +635,25 @@ def patterns_meet(first: Pattern, second: Pattern) -> bool:
     return (p1.startswith(p2) or p2.startswith(p1)) and (s1.endswith(s2) or s2.endswith(s1))
 
 
+def _base_init_calls(init: ast.AST) -> Iterator[tuple[ast.Call, list[ast.expr]]]:
+    """Each call of a base's `__init__` in `init` (`super().__init__(*layers)`,
+    `nn.ModuleList.__init__(self, modules)`), with the arguments it hands the base."""
+    for node in walk(init):
+        if isinstance(node, ast.Call) and _is_init_call(node):
+            yield node, (node.args if _is_super(node) else node.args[1:])
+
+
 def _handed_to_base_init(init: ast.AST) -> list[str]:
-    """The parameters an `__init__` passes on to its base's (`nn.ModuleList.__init__(self, modules)`,
-    `super().__init__(*args)`): what a container subclass's constructor arguments fill it with."""
+    """The parameters an `__init__` passes on to its torch container base's: what a container
+    subclass's constructor arguments fill it with."""
     if not isinstance(init, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return []
     parameters = {a.arg for a in positional_parameters(init.args)[1:]}
     found: list[str] = []
-    for node in ast.walk(init):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__"):
-            continue
-        if not _is_super(node) and _last_name(node.func.value) not in torch_api.TORCH_CONTAINERS:
+    for call, arguments in _base_init_calls(init):
+        assert isinstance(call.func, ast.Attribute)  # `_is_init_call`
+        if not _is_super(call) and _last_name(call.func.value) not in torch_api.TORCH_CONTAINERS:
             continue  # `BaseModule.__init__(self, init_cfg)`: not the container's contents
-        arguments = node.args if _is_super(node) else node.args[1:]
         for argument in arguments:
             value = argument.value if isinstance(argument, ast.Starred) else argument
             if isinstance(value, ast.Name) and value.id in parameters and value.id not in found:
